@@ -1,0 +1,139 @@
+//! `BASH_EXEC`: run a script with `/bin/bash -c`, streaming its output.
+//!
+//! - The shell runs in its own process group with stdin from `/dev/null` (a command that
+//!   reads stdin gets EOF and never hangs).
+//! - stdout and stderr are read concurrently and interleaved into `RUNNING` chunks
+//!   ([`pump`]): small writes are coalesced, characters are never split, invalid bytes
+//!   become U+FFFD.
+//! - Cancel and timeout (the runtime fires `ctx.cancel`) send SIGTERM to the whole group,
+//!   then SIGKILL after [`BashExecConfig::kill_grace`].
+//! - The final working directory is reported by an EXIT trap writing `$PWD` to a private
+//!   pipe on fd [`process::CWD_REPORT_FD`]: no temp file, nothing added to the output. If
+//!   the script replaces the EXIT trap or `exec`s another program, `finalCwd` is absent.
+//! - Background processes left running by a script that exits normally keep running; the
+//!   result does not wait for them beyond [`pump::DRAIN_AFTER_EXIT`].
+
+mod process;
+mod pump;
+
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use crate::error::ExecError;
+use crate::executor::{ExecContext, ExecFuture, Executor};
+use crate::outcome::{human_duration, Outcome};
+use crate::protocol::{BashExecCommand, Command};
+
+pub use process::CWD_REPORT_FD;
+pub use pump::{DRAIN_AFTER_EXIT, FLUSH_BYTES, FLUSH_INTERVAL};
+
+/// Settings of the `BASH_EXEC` executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BashExecConfig {
+    /// The shell (default `/bin/bash`; a login shell is avoided on purpose: 2–3× slower).
+    pub shell: PathBuf,
+    /// Deadline for commands without `timeout_ms` (default 5 minutes).
+    pub default_timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when a command is stopped.
+    pub kill_grace: Duration,
+    /// Directory for commands without `working_dir` (default: cmdr's own).
+    pub default_working_dir: Option<PathBuf>,
+}
+
+impl Default for BashExecConfig {
+    fn default() -> Self {
+        Self {
+            shell: PathBuf::from("/bin/bash"),
+            default_timeout: Some(Duration::from_secs(300)),
+            kill_grace: Duration::from_secs(2),
+            default_working_dir: None,
+        }
+    }
+}
+
+/// The `BASH_EXEC` executor.
+#[derive(Debug, Clone, Default)]
+pub struct BashExec {
+    config: BashExecConfig,
+}
+
+impl BashExec {
+    /// An executor with `config`.
+    pub fn new(config: BashExecConfig) -> Self {
+        Self { config }
+    }
+}
+
+impl Executor for BashExec {
+    fn execute(&self, command: Command, ctx: ExecContext) -> ExecFuture<'_> {
+        Box::pin(async move {
+            let cmd = BashExecCommand::try_from(command)?;
+            let dir = self.working_dir(&cmd)?;
+            let started = Instant::now();
+            let mut shell = process::Shell::spawn(&self.config.shell, &cmd, &dir)?;
+            let pumped = pump::pump(&mut shell, &ctx, self.config.kill_grace).await;
+            let final_cwd = shell.final_cwd();
+            let status = pumped?;
+            Ok(outcome(status, final_cwd, started.elapsed()))
+        })
+    }
+}
+
+impl BashExec {
+    fn working_dir(&self, cmd: &BashExecCommand) -> Result<PathBuf, ExecError> {
+        let dir = match (&cmd.working_dir, &self.config.default_working_dir) {
+            (Some(dir), _) if dir.as_os_str().is_empty() => None,
+            (Some(dir), _) => Some(dir.clone()),
+            (None, default) => default.clone(),
+        };
+        let Some(dir) = dir else {
+            return std::env::current_dir().map_err(|e| ExecError::io(".".as_ref(), e));
+        };
+        if !dir.is_absolute() {
+            return Err(ExecError::InvalidInput(format!(
+                "working_dir must be an absolute path, got '{}'",
+                dir.display()
+            )));
+        }
+        match std::fs::metadata(&dir) {
+            Ok(meta) if meta.is_dir() => Ok(dir),
+            Ok(_) => Err(ExecError::InvalidInput(format!(
+                "working_dir {} is not a directory",
+                dir.display()
+            ))),
+            Err(e) => Err(ExecError::io(&dir, e)),
+        }
+    }
+}
+
+/// The terminal outcome for how the shell exited.
+fn outcome(status: ExitStatus, final_cwd: Option<String>, elapsed: Duration) -> Outcome {
+    let cwd_text = final_cwd.as_deref().unwrap_or("unknown");
+    let message = format!(
+        "Command finished in {}. Final CWD: {cwd_text}.",
+        human_duration(elapsed)
+    );
+    let mut outcome =
+        match (status.code(), signal_of(status)) {
+            (Some(0), _) => Outcome::succeeded(message),
+            (Some(code), _) => Outcome::failed(message, format!("exit status {code}"))
+                .with_error_code("EXIT_STATUS"),
+            (None, Some(signal)) => Outcome::failed(message, format!("killed by signal {signal}"))
+                .with_error_code("KILLED"),
+            (None, None) => Outcome::failed(message, "exited abnormally").with_error_code("KILLED"),
+        };
+    outcome.exit_code = status.code();
+    outcome.final_cwd = final_cwd;
+    outcome
+}
+
+fn signal_of(status: ExitStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    let signal = status.signal()?;
+    Some(
+        nix::sys::signal::Signal::try_from(signal)
+            .map(|s| s.as_str().to_owned())
+            .unwrap_or_else(|_| signal.to_string()),
+    )
+}

@@ -1,0 +1,125 @@
+//! Starting the shell in its own process group, signalling the group, and reading the
+//! final working directory the shell reports on its way out.
+
+use std::fs::File;
+use std::io::{ErrorKind, Read};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::process::Stdio;
+
+use command_fds::{CommandFdExt, FdMapping};
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::{pipe2, Pid};
+use tokio::process::{Child, ChildStderr, ChildStdout};
+
+use crate::error::ExecError;
+use crate::protocol::BashExecCommand;
+
+/// The fd on which the shell's EXIT trap writes `$PWD`. High, so scripts that use the
+/// low numbers (`exec 3<file`) do not collide with it, and below 255 (bash's own).
+pub const CWD_REPORT_FD: i32 = 237;
+
+/// Longest working-directory report read back (paths are at most 4 KiB on Linux).
+const CWD_REPORT_MAX: u64 = 16 * 1024;
+
+/// A running shell: the child, its output pipes, and the cwd report pipe.
+pub(super) struct Shell {
+    pub(super) child: Child,
+    pub(super) stdout: Option<ChildStdout>,
+    pub(super) stderr: Option<ChildStderr>,
+    pgid: Option<Pid>,
+    cwd_report: File,
+    /// Set once the shell has been reaped; until then, dropping kills the group.
+    pub(super) exited: bool,
+}
+
+impl Shell {
+    /// Starts `shell -c <script>` in `dir` with the command's environment.
+    pub(super) fn spawn(
+        shell: &Path,
+        cmd: &BashExecCommand,
+        dir: &Path,
+    ) -> Result<Self, ExecError> {
+        let spawn_error = |source| ExecError::Spawn {
+            program: shell.display().to_string(),
+            source,
+        };
+        let (report_read, report_write) =
+            pipe2(OFlag::O_CLOEXEC).map_err(|e| spawn_error(e.into()))?;
+        fcntl(report_read.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+            .map_err(|e| spawn_error(e.into()))?;
+        let script = format!(
+            "trap 'printf %s \"$PWD\" >&{CWD_REPORT_FD} 2>/dev/null' EXIT; {}",
+            cmd.command
+        );
+        let mut command = tokio::process::Command::new(shell);
+        command
+            .arg("-c")
+            .arg(script)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(env) = &cmd.env {
+            command.envs(env);
+        }
+        map_fd(&mut command, report_write).map_err(spawn_error)?;
+        let mut child = command.spawn().map_err(spawn_error)?;
+        drop(command);
+        let pgid = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .map(Pid::from_raw);
+        Ok(Self {
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            child,
+            pgid,
+            cwd_report: File::from(report_read),
+            exited: false,
+        })
+    }
+
+    /// Sends `signal` to the shell's whole process group (children, grandchildren …).
+    pub(super) fn signal_group(&self, signal: Signal) {
+        if let Some(pgid) = self.pgid {
+            if let Err(e) = killpg(pgid, signal) {
+                tracing::debug!(%pgid, ?signal, "killpg: {e}");
+            }
+        }
+    }
+
+    /// The directory the shell reported on exit, if it did.
+    pub(super) fn final_cwd(&mut self) -> Option<String> {
+        let mut bytes = Vec::new();
+        let mut reader = (&mut self.cwd_report).take(CWD_REPORT_MAX);
+        match reader.read_to_end(&mut bytes) {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => tracing::debug!("reading the cwd report: {e}"),
+        }
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        (!text.is_empty()).then_some(text)
+    }
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        if !self.exited {
+            self.signal_group(Signal::SIGKILL);
+        }
+    }
+}
+
+fn map_fd(command: &mut tokio::process::Command, fd: OwnedFd) -> std::io::Result<()> {
+    command
+        .fd_mappings(vec![FdMapping {
+            parent_fd: fd,
+            child_fd: CWD_REPORT_FD,
+        }])
+        .map(|_| ())
+        .map_err(|e| std::io::Error::other(e.to_string()))
+}

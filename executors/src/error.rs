@@ -1,0 +1,116 @@
+//! Why a command failed, as an enum with stable string codes.
+//!
+//! Executors return [`ExecError`] for anything that stops them; the runtime turns it into
+//! the command's one `FAILED` result, with [`ExecError::code`] in `errorCode`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::patch::PatchError;
+
+/// Everything that can end a command with `FAILED`, besides a non-zero exit status.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// A field had a value the executor cannot use (relative path, bad line range …).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// A path does not exist.
+    #[error("{}: no such file or directory", .0.display())]
+    NotFound(PathBuf),
+    /// The OS refused access to a path.
+    #[error("{}: permission denied", .0.display())]
+    PermissionDenied(PathBuf),
+    /// Another I/O failure.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// The path being worked on.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// A file is not UTF-8 text.
+    #[error("{}: not a UTF-8 text file ({size} bytes); binary content is not returned", .path.display())]
+    NotText {
+        /// The file.
+        path: PathBuf,
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// A patch could not be parsed or applied; the file is untouched.
+    #[error("{0}")]
+    Patch(#[from] PatchError),
+    /// The process could not be started.
+    #[error("could not start {program}: {source}")]
+    Spawn {
+        /// What was being started.
+        program: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Nobody can answer a `REQUEST_USER_INPUT`.
+    #[error("no user input available: {0}")]
+    InputUnavailable(String),
+    /// The command was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// The command ran past its deadline and was stopped.
+    #[error("timed out after {}", crate::outcome::human_duration(*.0))]
+    TimedOut(Duration),
+    /// The runtime is shutting down and took no new work.
+    #[error("cmdr is shutting down")]
+    ShuttingDown,
+    /// Whoever was reading the results went away, so the command was stopped.
+    #[error("the result reader went away")]
+    ReceiverGone,
+    /// The executor panicked; the message is the panic's.
+    #[error("executor panicked: {0}")]
+    Panicked(String),
+    /// The executor stopped without producing a result (task dropped, runtime gone).
+    #[error("executor stopped without a result")]
+    Lost,
+    /// An executor was handed a command of another type.
+    #[error("this executor runs {expected} commands, not {got}")]
+    WrongCommandType {
+        /// The type the executor serves.
+        expected: &'static str,
+        /// The type it was given.
+        got: &'static str,
+    },
+}
+
+impl ExecError {
+    /// The stable code, as sent in `errorCode`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ExecError::InvalidInput(_) => "INVALID_INPUT",
+            ExecError::NotFound(_) => "NOT_FOUND",
+            ExecError::PermissionDenied(_) => "PERMISSION_DENIED",
+            ExecError::Io { .. } => "IO_ERROR",
+            ExecError::NotText { .. } => "NOT_TEXT",
+            ExecError::Patch(e) => e.code(),
+            ExecError::Spawn { .. } => "SPAWN_FAILED",
+            ExecError::InputUnavailable(_) => "INPUT_UNAVAILABLE",
+            ExecError::Cancelled => "CANCELLED",
+            ExecError::TimedOut(_) => "TIMEOUT",
+            ExecError::ShuttingDown => "SHUTTING_DOWN",
+            ExecError::ReceiverGone => "RECEIVER_GONE",
+            ExecError::Panicked(_) => "EXECUTOR_PANICKED",
+            ExecError::Lost => "EXECUTOR_LOST",
+            ExecError::WrongCommandType { .. } => "WRONG_COMMAND_TYPE",
+        }
+    }
+
+    /// Classifies an I/O error on `path` (not found and permission denied get their own
+    /// variants, so callers can tell them apart without parsing text).
+    pub fn io(path: &Path, source: io::Error) -> Self {
+        match source.kind() {
+            io::ErrorKind::NotFound => ExecError::NotFound(path.to_path_buf()),
+            io::ErrorKind::PermissionDenied => ExecError::PermissionDenied(path.to_path_buf()),
+            _ => ExecError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+        }
+    }
+}

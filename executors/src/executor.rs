@@ -1,0 +1,135 @@
+//! The [`Executor`] trait: what a command type's implementation provides, and the
+//! [`ExecContext`] the runtime hands it.
+//!
+//! An executor only ever sends `RUNNING` messages (through [`OutputSink`]); the terminal
+//! message is built by the runtime from what [`Executor::execute`] returns, so no
+//! executor can forget it or send it twice.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ExecError;
+use crate::outcome::Outcome;
+use crate::protocol::{Command, CommandType, ExecutionStatus, OutputResult};
+
+/// The future an executor returns.
+pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Result<Outcome, ExecError>> + Send + 'a>>;
+
+/// Runs commands of one type. Implementations must be cheap to share: one instance serves
+/// every command its actor runs, concurrently.
+pub trait Executor: Send + Sync + 'static {
+    /// Runs one command to its end.
+    ///
+    /// Stream output with `ctx.output`; stop promptly (killing whatever was started) when
+    /// `ctx.cancel` fires; return the end of the command. Timeouts, cancellation reasons,
+    /// panics and the terminal message are the runtime's business.
+    fn execute(&self, command: Command, ctx: ExecContext) -> ExecFuture<'_>;
+}
+
+/// What the runtime gives an executor for one command.
+#[derive(Debug)]
+pub struct ExecContext {
+    /// The command's id.
+    pub command_id: String,
+    /// Where `RUNNING` messages go.
+    pub output: OutputSink,
+    /// Fires when the command must stop (cancel, timeout, shutdown, reader gone).
+    pub cancel: CancellationToken,
+}
+
+/// Sends `RUNNING` messages of one command. Sending waits while the reader is behind
+/// (back-pressure); it fails once the reader is gone.
+#[derive(Debug, Clone)]
+pub struct OutputSink {
+    tx: mpsc::Sender<OutputResult>,
+    command_id: Arc<str>,
+    command_type: CommandType,
+}
+
+impl OutputSink {
+    pub(crate) fn new(
+        tx: mpsc::Sender<OutputResult>,
+        command_id: Arc<str>,
+        command_type: CommandType,
+    ) -> Self {
+        Self {
+            tx,
+            command_id,
+            command_type,
+        }
+    }
+
+    /// Sends a `RUNNING` message with `message` and a chunk of `data`.
+    pub async fn send(&self, message: &str, data: String) -> Result<(), ExecError> {
+        let msg = self.running(message, data);
+        self.tx.send(msg).await.map_err(|_| ExecError::ReceiverGone)
+    }
+
+    /// Like [`OutputSink::send`], from a blocking thread (never from async code).
+    pub fn blocking_send(&self, message: &str, data: String) -> Result<(), ExecError> {
+        let msg = self.running(message, data);
+        self.tx
+            .blocking_send(msg)
+            .map_err(|_| ExecError::ReceiverGone)
+    }
+
+    /// Sends a `RUNNING` message only if the reader has room; drops it otherwise.
+    pub fn try_send(&self, message: &str, data: String) {
+        let _ = self.tx.try_send(self.running(message, data));
+    }
+
+    fn running(&self, message: &str, data: String) -> OutputResult {
+        OutputResult {
+            command_id: self.command_id.to_string(),
+            command_type: self.command_type.as_str().to_owned(),
+            status: ExecutionStatus::Running,
+            message: message.to_owned(),
+            error: String::new(),
+            result_data: data,
+            error_code: None,
+            exit_code: None,
+            final_cwd: None,
+            duration_ms: None,
+        }
+    }
+}
+
+/// An executor made from an async closure — handy for tests, benchmarks and small custom
+/// executors.
+pub struct FnExecutor<F>(pub F);
+
+impl<F, Fut> Executor for FnExecutor<F>
+where
+    F: Fn(Command, ExecContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Outcome, ExecError>> + Send + 'static,
+{
+    fn execute(&self, command: Command, ctx: ExecContext) -> ExecFuture<'_> {
+        Box::pin((self.0)(command, ctx))
+    }
+}
+
+/// Runs blocking file-system work on tokio's blocking pool; a panic there becomes
+/// [`ExecError::Panicked`] like any executor panic.
+pub(crate) async fn run_blocking<T, F>(work: F) -> Result<T, ExecError>
+where
+    F: FnOnce() -> Result<T, ExecError> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => {
+            let panic = e.into_panic();
+            let text = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic payload".to_owned());
+            Err(ExecError::Panicked(text))
+        }
+        Err(_) => Err(ExecError::Lost),
+    }
+}

@@ -1,0 +1,211 @@
+//! Wire types of the command package: data only, no behaviour.
+//!
+//! The field names are the published format (SPEC §2–3). They mix styles on purpose —
+//! `command_id` next to `commandType` and `resultData` — because that is what existing
+//! producers and consumers already speak.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The kind of a command: the `commandType` discriminator on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CommandType {
+    /// Run a shell command with `/bin/bash -c`.
+    BashExec,
+    /// Read a text file (optionally a line range), streamed in chunks.
+    FileRead,
+    /// Write a file atomically.
+    FileWrite,
+    /// Apply a unified diff to one file.
+    PatchFile,
+    /// List the entries of a directory.
+    ListDirectory,
+    /// Ask a person for a line of input and wait for the answer.
+    RequestUserInput,
+}
+
+/// `BASH_EXEC`: run `command` with `/bin/bash -c`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct BashExecCommand {
+    /// Unique id of this command; generated (UUID v4) when absent.
+    #[serde(default)]
+    pub command_id: String,
+    /// Human-readable description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The shell script to run.
+    pub command: String,
+    /// Absolute directory to start in; the executor's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<PathBuf>,
+    /// Kill the process tree after this many milliseconds (default: 5 minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Extra environment variables, added to the inherited environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+}
+
+/// `FILE_READ`: read a UTF-8 text file, whole or a 1-based inclusive line range.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FileReadCommand {
+    /// Unique id of this command; generated (UUID v4) when absent.
+    #[serde(default)]
+    pub command_id: String,
+    /// Human-readable description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The file to read.
+    pub file_path: PathBuf,
+    /// First line to return (1-based, inclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_line: Option<u64>,
+    /// Last line to return (1-based, inclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_line: Option<u64>,
+}
+
+/// `FILE_WRITE`: replace a file's content atomically.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FileWriteCommand {
+    /// Unique id of this command; generated (UUID v4) when absent.
+    #[serde(default)]
+    pub command_id: String,
+    /// Human-readable description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The file to write.
+    pub file_path: PathBuf,
+    /// The complete new content.
+    pub content: String,
+    /// Create missing parent directories.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_dirs: Option<bool>,
+}
+
+/// `PATCH_FILE`: apply a unified diff to one file.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PatchFileCommand {
+    /// Unique id of this command; generated (UUID v4) when absent.
+    #[serde(default)]
+    pub command_id: String,
+    /// Human-readable description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The file to patch (names inside the diff are ignored, except `/dev/null`).
+    pub file_path: PathBuf,
+    /// The unified diff.
+    pub patch: String,
+}
+
+/// `LIST_DIRECTORY`: list a directory's entries, sorted by name.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ListDirectoryCommand {
+    /// Unique id of this command; generated (UUID v4) when absent.
+    #[serde(default)]
+    pub command_id: String,
+    /// Human-readable description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The directory to list.
+    pub path: PathBuf,
+}
+
+/// `REQUEST_USER_INPUT`: ask a person and wait for the answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RequestUserInputCommand {
+    /// Unique id of this command; generated (UUID v4) when absent.
+    #[serde(default)]
+    pub command_id: String,
+    /// Human-readable description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// What to ask.
+    pub prompt: String,
+    /// Give up after this many milliseconds (default: wait until cancelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// One command as it arrives on the wire, tagged by `commandType`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "commandType")]
+pub enum Command {
+    /// `BASH_EXEC`
+    #[serde(rename = "BASH_EXEC")]
+    BashExec(BashExecCommand),
+    /// `FILE_READ`
+    #[serde(rename = "FILE_READ")]
+    FileRead(FileReadCommand),
+    /// `FILE_WRITE`
+    #[serde(rename = "FILE_WRITE")]
+    FileWrite(FileWriteCommand),
+    /// `PATCH_FILE`
+    #[serde(rename = "PATCH_FILE")]
+    PatchFile(PatchFileCommand),
+    /// `LIST_DIRECTORY`
+    #[serde(rename = "LIST_DIRECTORY")]
+    ListDirectory(ListDirectoryCommand),
+    /// `REQUEST_USER_INPUT`
+    #[serde(rename = "REQUEST_USER_INPUT")]
+    RequestUserInput(RequestUserInputCommand),
+}
+
+/// Where a command stands. `SUCCEEDED` and `FAILED` are terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ExecutionStatus {
+    /// Still running; `resultData` may carry a chunk of output.
+    Running,
+    /// Finished successfully (terminal).
+    Succeeded,
+    /// Finished with an error, timed out, was cancelled or lost (terminal).
+    Failed,
+}
+
+/// One message of a command's result stream.
+///
+/// `commandType` is kept as the text the producer sent, so a command whose type could not
+/// be decoded can still be answered on the same stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputResult {
+    /// The id of the command this message belongs to.
+    pub command_id: String,
+    /// The command's type (`BASH_EXEC`, …), or the unrecognised text that was sent.
+    #[serde(rename = "commandType", default)]
+    pub command_type: String,
+    /// `RUNNING`, `SUCCEEDED` or `FAILED`.
+    pub status: ExecutionStatus,
+    /// Human-readable summary.
+    #[serde(default)]
+    pub message: String,
+    /// What went wrong; omitted when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    /// Output chunk (RUNNING) or result (terminal); omitted when empty.
+    #[serde(
+        rename = "resultData",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub result_data: String,
+    /// Stable machine-readable code of `error` (cmdr extension), e.g. `TIMEOUT`.
+    #[serde(rename = "errorCode", default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// `BASH_EXEC` terminal: the shell's exit status (absent when killed by a signal).
+    #[serde(rename = "exitCode", default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// `BASH_EXEC` terminal: the shell's working directory when it exited.
+    #[serde(rename = "finalCwd", default, skip_serializing_if = "Option::is_none")]
+    pub final_cwd: Option<String>,
+    /// Terminal: wall-clock duration of the execution in milliseconds.
+    #[serde(
+        rename = "durationMs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub duration_ms: Option<u64>,
+}

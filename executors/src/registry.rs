@@ -1,0 +1,271 @@
+//! [`Registry`]: maps each [`CommandType`] to its executor actor, and is the one door
+//! (`execute`) through which every transport runs commands.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::actor::{spawn_actor, ActorConfig, ActorHandle, Envelope, Runtime};
+use crate::bash_exec::{BashExec, BashExecConfig};
+use crate::decode::decode_command;
+use crate::executor::Executor;
+use crate::file_read::FileRead;
+use crate::file_write::FileWrite;
+use crate::inflight::{Claim, StopReason};
+use crate::input::{InputBroker, NoInputBroker};
+use crate::list_directory::ListDirectory;
+use crate::patch_file::PatchFile;
+use crate::protocol::{Command, CommandType};
+use crate::request_user_input::RequestUserInput;
+use crate::stream::ResultStream;
+use crate::terminal::failed_result;
+use crate::ExecError;
+
+/// Messages buffered per command before its executor waits for the reader. With 64 KiB
+/// chunks this bounds a command's queued output at 2 MiB.
+pub const RESULT_CHANNEL_CAPACITY: usize = 32;
+
+/// Why a command was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// The registry is shutting down.
+    #[error("cmdr is shutting down; no new commands are accepted")]
+    ShuttingDown,
+    /// A command with this id is still in flight.
+    #[error("a command with id '{0}' is already running")]
+    DuplicateId(String),
+    /// No executor is registered for the type.
+    #[error("no executor is registered for {0}")]
+    NotRegistered(CommandType),
+}
+
+impl SubmitError {
+    /// The stable code, as sent in `errorCode`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SubmitError::ShuttingDown => "SHUTTING_DOWN",
+            SubmitError::DuplicateId(_) => "DUPLICATE_COMMAND_ID",
+            SubmitError::NotRegistered(_) => "UNSUPPORTED_COMMAND_TYPE",
+        }
+    }
+}
+
+/// How the default executors are set up.
+#[derive(Clone)]
+pub struct RegistryConfig {
+    /// Who answers `REQUEST_USER_INPUT` (default: nobody — such commands fail clearly).
+    pub input_broker: Arc<dyn InputBroker>,
+    /// `BASH_EXEC` settings.
+    pub bash: BashExecConfig,
+    /// Actor limits for `BASH_EXEC` (its default deadline is `bash.default_timeout`).
+    pub bash_actor: ActorConfig,
+    /// Actor limits for the file commands and `LIST_DIRECTORY`.
+    pub file_actor: ActorConfig,
+    /// Actor limits for `REQUEST_USER_INPUT` (questions wait on people: many at once).
+    pub input_actor: ActorConfig,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            input_broker: Arc::new(NoInputBroker),
+            bash: BashExecConfig::default(),
+            bash_actor: ActorConfig::default(),
+            file_actor: ActorConfig::default(),
+            input_actor: ActorConfig {
+                max_concurrent: 1024,
+                ..ActorConfig::default()
+            },
+        }
+    }
+}
+
+/// Command types → executor actors. Cheap to clone; every clone is the same registry.
+///
+/// Must be created inside a Tokio runtime (it starts the actors' tasks).
+#[derive(Clone, Default)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    actors: DashMap<CommandType, ActorHandle>,
+    runtime: Arc<Runtime>,
+    closed: AtomicBool,
+}
+
+impl Registry {
+    /// An empty registry: every command type is `UNSUPPORTED_COMMAND_TYPE` until registered.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A registry with all six executors and default settings.
+    pub fn with_defaults() -> Self {
+        Self::with_config(RegistryConfig::default())
+    }
+
+    /// A registry with all six executors, set up by `config`.
+    pub fn with_config(config: RegistryConfig) -> Self {
+        let registry = Self::new();
+        let bash_actor = ActorConfig {
+            default_timeout: config.bash.default_timeout,
+            ..config.bash_actor.clone()
+        };
+        let bash = BashExec::new(config.bash.clone());
+        registry.register_with(CommandType::BashExec, bash, bash_actor);
+        let files = [
+            (
+                CommandType::FileRead,
+                Arc::new(FileRead) as Arc<dyn Executor>,
+            ),
+            (CommandType::FileWrite, Arc::new(FileWrite)),
+            (CommandType::PatchFile, Arc::new(PatchFile)),
+            (CommandType::ListDirectory, Arc::new(ListDirectory)),
+        ];
+        for (ty, executor) in files {
+            registry.register_arc(ty, executor, config.file_actor.clone());
+        }
+        let input = RequestUserInput::new(config.input_broker.clone());
+        registry.register_with(CommandType::RequestUserInput, input, config.input_actor);
+        registry
+    }
+
+    /// Serves `command_type` with `executor` (default limits), replacing any previous one.
+    /// Commands already running on the previous executor finish there.
+    pub fn register(&self, command_type: CommandType, executor: impl Executor) {
+        self.register_with(command_type, executor, ActorConfig::default());
+    }
+
+    /// Like [`Registry::register`], with explicit actor limits.
+    pub fn register_with(
+        &self,
+        command_type: CommandType,
+        executor: impl Executor,
+        config: ActorConfig,
+    ) {
+        self.register_arc(command_type, Arc::new(executor), config);
+    }
+
+    /// Like [`Registry::register_with`], for an executor that is already shared.
+    pub fn register_arc(
+        &self,
+        command_type: CommandType,
+        executor: Arc<dyn Executor>,
+        config: ActorConfig,
+    ) {
+        let handle = spawn_actor(executor, config, self.inner.runtime.clone());
+        self.inner.actors.insert(command_type, handle);
+    }
+
+    /// Whether an executor serves `command_type`.
+    pub fn supports(&self, command_type: CommandType) -> bool {
+        self.inner.actors.contains_key(&command_type)
+    }
+
+    /// Runs `command` (generating its id if empty) and returns its result stream.
+    ///
+    /// Waits while the executor's mailbox is full. Dropping the returned stream before its
+    /// terminal message stops the command.
+    pub async fn execute(&self, mut command: Command) -> Result<ResultStream, SubmitError> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(SubmitError::ShuttingDown);
+        }
+        let command_type = command.command_type();
+        let actor = self
+            .inner
+            .actors
+            .get(&command_type)
+            .map(|a| a.clone())
+            .ok_or(SubmitError::NotRegistered(command_type))?;
+        let id = command.ensure_command_id().to_owned();
+        let inflight = &self.inner.runtime.inflight;
+        let stop = inflight
+            .claim(&id)
+            .ok_or_else(|| SubmitError::DuplicateId(id.clone()))?;
+        let mut claim = Claim {
+            inflight,
+            id: &id,
+            armed: true,
+        };
+        let (running_tx, running_rx) = mpsc::channel(RESULT_CHANNEL_CAPACITY);
+        let (terminal_tx, terminal_rx) = oneshot::channel();
+        let envelope = Envelope {
+            command,
+            running: running_tx,
+            terminal: terminal_tx,
+            stop: stop.clone(),
+        };
+        if actor.mailbox.send(envelope).await.is_err() {
+            return Err(SubmitError::ShuttingDown);
+        }
+        claim.armed = false;
+        Ok(ResultStream::new(
+            id.clone(),
+            command_type,
+            running_rx,
+            terminal_rx,
+            stop,
+        ))
+    }
+
+    /// Decodes and runs one JSON command. Never fails: a command that cannot be decoded or
+    /// accepted yields a stream holding its one `FAILED` result.
+    pub async fn execute_json(&self, json: &str) -> ResultStream {
+        let command = match decode_command(json) {
+            Ok(command) => command,
+            Err(failure) => return ResultStream::from_result(failure.to_result()),
+        };
+        let id = command.command_id().to_owned();
+        let command_type = command.command_type();
+        match self.execute(command).await {
+            Ok(stream) => stream,
+            Err(e) => {
+                let mut result = failed_result(&id, command_type.as_str(), &ExecError::Lost);
+                result.message = "Command rejected before execution.".to_owned();
+                result.error = e.to_string();
+                result.error_code = Some(e.code().to_owned());
+                ResultStream::from_result(result)
+            }
+        }
+    }
+
+    /// Cancels the in-flight command `command_id`, wherever it runs. False when no such
+    /// command is in flight.
+    pub fn cancel(&self, command_id: &str) -> bool {
+        self.inner
+            .runtime
+            .inflight
+            .stop(command_id, StopReason::Cancelled)
+    }
+
+    /// Ids of the commands accepted and not yet finished.
+    pub fn in_flight(&self) -> Vec<String> {
+        self.inner.runtime.inflight.ids()
+    }
+
+    /// Number of commands accepted and not yet finished.
+    pub fn in_flight_count(&self) -> usize {
+        self.inner.runtime.inflight.len()
+    }
+
+    /// Stops accepting commands, lets running ones go on for up to `grace`, cancels the
+    /// rest, and returns once every accepted command has its terminal result.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.inner.closed.store(true, Ordering::Release);
+        let runtime = &self.inner.runtime;
+        runtime.shutdown.cancel();
+        runtime.tracker.close();
+        if tokio::time::timeout(grace, runtime.tracker.wait())
+            .await
+            .is_err()
+        {
+            runtime.inflight.stop_all(StopReason::ShuttingDown);
+            runtime.tracker.wait().await;
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! The `cmdr` binary: parses the command line, sets up logging on stderr, runs.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// How long to wait at exit for blocking threads (a terminal prompt nobody answered).
+const EXIT_GRACE: Duration = Duration::from_millis(200);
+
+fn main() -> ExitCode {
+    let cli = cmdr::cli::Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("cmdr: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = runtime.block_on(cli.run());
+    runtime.shutdown_timeout(EXIT_GRACE);
+    ExitCode::from(code)
+}
+
+/// Logs go to stderr (stdout carries results); `RUST_LOG` / `CMDR_LOG` set the filter.
+fn init_logging() {
+    let filter = std::env::var("CMDR_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "warn".to_owned());
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .init();
+}
