@@ -1,5 +1,6 @@
 //! The `cmdr` binary: parses the command line, sets up logging on stderr, runs.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -33,6 +34,7 @@ fn init_logging() {
         .unwrap_or_else(|_| "warn".to_owned());
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .init();
 }

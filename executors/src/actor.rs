@@ -93,38 +93,28 @@ async fn actor_loop(
     runtime: Arc<Runtime>,
 ) {
     let permits = Arc::new(Semaphore::new(config.max_concurrent.max(1)));
+    let mut closing = false;
     loop {
         let envelope = tokio::select! {
             biased;
-            _ = runtime.shutdown.cancelled() => break,
+            _ = runtime.shutdown.cancelled(), if !closing => {
+                // Take nothing new; what is queued still runs (or, once shutdown stops
+                // every in-flight command, answers at once with SHUTTING_DOWN).
+                closing = true;
+                rx.close();
+                continue;
+            }
             next = rx.recv() => match next {
                 Some(envelope) => envelope,
                 None => return,
             },
         };
-        let permit = tokio::select! {
-            biased;
-            _ = runtime.shutdown.cancelled() => {
-                reject(envelope, &runtime);
-                break;
-            }
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return,
-            },
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            reject(envelope, &runtime);
+            return;
         };
-        let task = run_command(
-            executor.clone(),
-            envelope,
-            config.clone(),
-            runtime.clone(),
-            permit,
-        );
+        let task = run_command(executor.clone(), envelope, config.clone(), runtime.clone(), permit);
         runtime.tracker.spawn(task);
-    }
-    rx.close();
-    while let Some(envelope) = rx.recv().await {
-        reject(envelope, &runtime);
     }
 }
 

@@ -13,7 +13,8 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::command::UnknownCommandType;
-use crate::protocol::{Command, CommandType, ExecutionStatus, OutputResult};
+use crate::protocol::{Command, CommandType, OutputResult};
+use crate::terminal::rejected_result;
 
 /// Why a command could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,18 +62,12 @@ pub struct DecodeFailure {
 impl DecodeFailure {
     /// The `FAILED` result that answers this input on a result stream.
     pub fn to_result(&self) -> OutputResult {
-        OutputResult {
-            command_id: self.command_id.clone().unwrap_or_default(),
-            command_type: self.command_type.clone().unwrap_or_default(),
-            status: ExecutionStatus::Failed,
-            message: "Command rejected before execution.".to_owned(),
-            error: self.error.to_string(),
-            result_data: String::new(),
-            error_code: Some(self.error.code().to_owned()),
-            exit_code: None,
-            final_cwd: None,
-            duration_ms: None,
-        }
+        rejected_result(
+            self.command_id.as_deref().unwrap_or_default(),
+            self.command_type.as_deref().unwrap_or_default(),
+            self.error.to_string(),
+            self.error.code(),
+        )
     }
 }
 

@@ -21,8 +21,7 @@ use crate::patch_file::PatchFile;
 use crate::protocol::{Command, CommandType};
 use crate::request_user_input::RequestUserInput;
 use crate::stream::ResultStream;
-use crate::terminal::failed_result;
-use crate::ExecError;
+use crate::terminal::rejected_result;
 
 /// Messages buffered per command before its executor waits for the reader. With 64 KiB
 /// chunks this bounds a command's queued output at 2 MiB.
@@ -224,13 +223,12 @@ impl Registry {
         let command_type = command.command_type();
         match self.execute(command).await {
             Ok(stream) => stream,
-            Err(e) => {
-                let mut result = failed_result(&id, command_type.as_str(), &ExecError::Lost);
-                result.message = "Command rejected before execution.".to_owned();
-                result.error = e.to_string();
-                result.error_code = Some(e.code().to_owned());
-                ResultStream::from_result(result)
-            }
+            Err(e) => ResultStream::from_result(rejected_result(
+                &id,
+                command_type.as_str(),
+                e.to_string(),
+                e.code(),
+            )),
         }
     }
 

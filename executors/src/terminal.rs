@@ -77,3 +77,24 @@ pub(crate) fn failed_result(command_id: &str, command_type: &str, err: &ExecErro
         duration_ms: None,
     }
 }
+
+/// A `FAILED` result for a command refused before it ran (undecodable, duplicate id …).
+pub(crate) fn rejected_result(
+    command_id: &str,
+    command_type: &str,
+    error: String,
+    code: &str,
+) -> OutputResult {
+    OutputResult {
+        command_id: command_id.to_owned(),
+        command_type: command_type.to_owned(),
+        status: ExecutionStatus::Failed,
+        message: "Command rejected before execution.".to_owned(),
+        error,
+        result_data: String::new(),
+        error_code: Some(code.to_owned()),
+        exit_code: None,
+        final_cwd: None,
+        duration_ms: None,
+    }
+}

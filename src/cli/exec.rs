@@ -128,6 +128,11 @@ async fn run_all(
         let Ok(permit) = jobs.clone().acquire_owned().await else {
             break;
         };
+        if lines.is_closed() {
+            // stdout is gone: nobody can see further results.
+            all_ok.store(false, Ordering::Release);
+            break;
+        }
         let stream = registry.execute_json(&text).await;
         let (lines, all_ok, combine) = (lines.clone(), all_ok.clone(), args.combine);
         running.spawn(async move {
@@ -188,7 +193,8 @@ fn spawn_printer() -> (mpsc::Sender<String>, tokio::task::JoinHandle<bool>) {
                 std::io::Result::Ok(())
             };
             if let Err(e) = written.await {
-                tracing::warn!("writing results to stdout: {e}");
+                // Usually a closed pipe (`cmdr exec … | head`): not worth a warning.
+                tracing::debug!("writing results to stdout: {e}");
                 return false;
             }
         }

@@ -1,0 +1,3 @@
+//! One integration-test binary (faster to link than one per file); areas in `suite/`.
+
+mod suite;

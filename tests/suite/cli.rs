@@ -1,0 +1,148 @@
+//! `cmdr exec` end to end: the real binary, real input files, real output.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::process::Command as Process;
+
+use assert_cmd::Command;
+use cmdr_executors::{ExecutionStatus, OutputResult};
+
+fn cmdr() -> Command {
+    Command::cargo_bin("cmdr").unwrap()
+}
+
+fn results(stdout: &[u8]) -> Vec<OutputResult> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+fn by_id(results: &[OutputResult]) -> HashMap<String, Vec<OutputResult>> {
+    let mut map: HashMap<String, Vec<OutputResult>> = HashMap::new();
+    for r in results {
+        map.entry(r.command_id.clone()).or_default().push(r.clone());
+    }
+    map
+}
+
+#[test]
+fn one_json_argument_streams_results_as_json_lines() {
+    let out = cmdr()
+        .args(["exec", r#"{"command_id":"a1","commandType":"BASH_EXEC","command":"echo hi"}"#])
+        .assert()
+        .success();
+    let results = results(&out.get_output().stdout);
+    super::assert_one_terminal_last(&results);
+    assert_eq!(super::data(&results), "hi\n");
+    assert!(results.iter().all(|r| r.command_id == "a1"));
+}
+
+#[test]
+fn a_malformed_line_fails_alone_and_the_rest_run() {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    writeln!(file, r#"{{"command_id":"ok-1","commandType":"BASH_EXEC","command":"echo one"}}"#).unwrap();
+    writeln!(file, r#"{{"command_id":"bad-1","commandType":"BASH_EXEC","command": oops}}"#).unwrap();
+    writeln!(file, r#"{{"command_id":"bad-2","commandType":"TELEPORT"}}"#).unwrap();
+    writeln!(file).unwrap();
+    writeln!(file, r#"{{"command_id":"ok-2","commandType":"LIST_DIRECTORY","path":"/"}}"#).unwrap();
+    let out = cmdr().arg("exec").arg(file.path()).assert().code(1);
+    let results = by_id(&results(&out.get_output().stdout));
+    assert_eq!(results.len(), 4, "{results:#?}");
+    for id in ["ok-1", "ok-2"] {
+        super::assert_one_terminal_last(&results[id]);
+        assert_eq!(super::terminal(&results[id]).status, ExecutionStatus::Succeeded);
+    }
+    super::assert_failed(super::terminal(&results["bad-1"]), "MALFORMED_JSON");
+    super::assert_failed(super::terminal(&results["bad-2"]), "UNKNOWN_COMMAND_TYPE");
+}
+
+#[test]
+fn stdin_accepts_pretty_printed_objects_and_combine_prints_one_result_each() {
+    let input = "{\n  \"command_id\": \"p1\",\n  \"commandType\": \"BASH_EXEC\",\n  \"command\": \"echo a; echo b\"\n}\n{\"command_id\":\"p2\",\"commandType\":\"BASH_EXEC\",\"command\":\"echo c\"}\n";
+    let out = cmdr()
+        .args(["exec", "-", "--combine"])
+        .write_stdin(input)
+        .assert()
+        .success();
+    let results = results(&out.get_output().stdout);
+    assert_eq!(results.len(), 2);
+    assert_eq!((results[0].command_id.as_str(), results[0].result_data.as_str()), ("p1", "a\nb\n"));
+    assert_eq!((results[1].command_id.as_str(), results[1].result_data.as_str()), ("p2", "c\n"));
+}
+
+#[test]
+fn jobs_run_commands_at_once_keeping_each_stream_in_order() {
+    let input: String = (0..8)
+        .map(|i| format!("{{\"command_id\":\"j{i}\",\"commandType\":\"BASH_EXEC\",\"command\":\"for k in 1 2 3; do echo {i}-$k; sleep 0.05; done\"}}\n"))
+        .collect();
+    let started = std::time::Instant::now();
+    let out = cmdr().args(["exec", "--jobs", "8"]).write_stdin(input).assert().success();
+    let results = by_id(&results(&out.get_output().stdout));
+    assert_eq!(results.len(), 8);
+    for (id, messages) in &results {
+        super::assert_one_terminal_last(messages);
+        let i = id.trim_start_matches('j');
+        assert_eq!(super::data(messages), format!("{i}-1\n{i}-2\n{i}-3\n"));
+    }
+    assert!(started.elapsed().as_secs_f64() < 8.0 * 0.15, "ran concurrently");
+}
+
+#[test]
+fn a_failing_command_makes_the_exit_status_non_zero() {
+    cmdr()
+        .args(["exec", r#"{"commandType":"BASH_EXEC","command":"exit 4"}"#])
+        .assert()
+        .code(1);
+}
+
+#[test]
+fn an_unreadable_input_file_is_a_usage_error() {
+    let out = cmdr().args(["exec", "/no/such/commands.jsonl"]).assert().code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(stderr.contains("/no/such/commands.jsonl"), "{stderr}");
+    assert!(out.get_output().stdout.is_empty());
+}
+
+#[test]
+fn user_input_without_a_terminal_fails_clearly() {
+    let bin = assert_cmd::cargo::cargo_bin("cmdr");
+    let out = Process::new("setsid")
+        .arg(bin)
+        .args(["exec", r#"{"command_id":"u1","commandType":"REQUEST_USER_INPUT","prompt":"name?"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let results = results(&out.stdout);
+    let end = super::terminal(&results);
+    super::assert_failed(end, "INPUT_UNAVAILABLE");
+    assert!(end.error.contains("terminal"), "{end:?}");
+}
+
+#[test]
+fn user_input_is_answered_on_the_terminal() {
+    // `script` gives the child a pseudo-terminal; what we write to its stdin is typed there.
+    let bin = assert_cmd::cargo::cargo_bin("cmdr");
+    let json = r#"{"command_id":"u2","commandType":"REQUEST_USER_INPUT","prompt":"name?"}"#;
+    let out = Command::new("script")
+        .args(["-qec", &format!("{} exec --combine '{json}'", bin.display()), "/dev/null"])
+        .write_stdin("Ada\n")
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).replace('\r', "");
+    let line = text
+        .lines()
+        .find_map(|l| l.find("{\"command_id\"").map(|i| &l[i..]))
+        .expect("a result line");
+    let result: OutputResult = serde_json::from_str(line).unwrap();
+    assert_eq!(result.status, ExecutionStatus::Succeeded, "{text}");
+    assert_eq!(result.result_data, "Ada");
+    assert!(text.contains("name?"), "the prompt was shown: {text}");
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    cmdr().arg("--help").assert().success();
+    cmdr().args(["exec", "--help"]).assert().success();
+}

@@ -1,0 +1,76 @@
+//! `combine_output_results` (SPEC §3).
+
+use cmdr_executors::{combine_output_results, ExecutionStatus, OutputResult, Registry};
+use serde_json::json;
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::command;
+
+fn message(status: ExecutionStatus, data: &str, text: &str) -> OutputResult {
+    OutputResult {
+        command_id: "c".into(),
+        command_type: "BASH_EXEC".into(),
+        status,
+        message: text.into(),
+        error: String::new(),
+        result_data: data.into(),
+        error_code: None,
+        exit_code: None,
+        final_cwd: None,
+        duration_ms: None,
+    }
+}
+
+fn stream_of(messages: Vec<OutputResult>) -> impl futures_core::Stream<Item = OutputResult> + Unpin {
+    futures_util::stream::iter(messages)
+}
+
+#[tokio::test]
+async fn concatenates_data_and_takes_the_rest_from_the_last_message() {
+    let combined = combine_output_results(
+        stream_of(vec![
+            message(ExecutionStatus::Running, "a", "m1"),
+            message(ExecutionStatus::Running, "", "m2"),
+            message(ExecutionStatus::Running, "b", "m3"),
+            message(ExecutionStatus::Succeeded, "", "done"),
+        ]),
+        None,
+    )
+    .await;
+    assert_eq!(combined.status, ExecutionStatus::Succeeded);
+    assert_eq!(combined.result_data, "ab");
+    assert_eq!(combined.message, "done");
+}
+
+#[tokio::test]
+async fn a_stream_without_a_terminal_is_failed() {
+    let combined =
+        combine_output_results(stream_of(vec![message(ExecutionStatus::Running, "x", "m")]), None)
+            .await;
+    assert_eq!(combined.status, ExecutionStatus::Failed);
+    assert_eq!(combined.error_code.as_deref(), Some("INCOMPLETE_STREAM"));
+    assert_eq!(combined.result_data, "x");
+}
+
+#[tokio::test]
+async fn cancelling_returns_the_data_so_far_and_stops_the_command() {
+    let registry = Registry::with_defaults();
+    let stream = registry
+        .execute(command(json!({"command_id":"long","commandType":"BASH_EXEC","command":"echo first; sleep 1000"})))
+        .await
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let stream = stream.inspect(move |m| {
+        if m.result_data.contains("first") {
+            trigger.cancel();
+        }
+    });
+    let combined = combine_output_results(stream, Some(&cancel)).await;
+    assert_eq!(combined.status, ExecutionStatus::Failed);
+    assert_eq!(combined.error_code.as_deref(), Some("CANCELLED"));
+    assert_eq!(combined.command_id, "long");
+    assert_eq!(combined.result_data, "first\n");
+    super::eventually("the command is stopped", || registry.in_flight_count() == 0).await;
+}
