@@ -113,7 +113,13 @@ async fn actor_loop(
             reject(envelope, &runtime);
             return;
         };
-        let task = run_command(executor.clone(), envelope, config.clone(), runtime.clone(), permit);
+        let task = run_command(
+            executor.clone(),
+            envelope,
+            config.clone(),
+            runtime.clone(),
+            permit,
+        );
         runtime.tracker.spawn(task);
     }
 }

@@ -29,19 +29,37 @@ async fn output_streams_and_the_terminal_reports_exit_cwd_and_duration() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().canonicalize().unwrap();
     let script = format!("echo out; echo err >&2; cd {}", dir.display());
-    let messages = run(&registry, json!({"command_id":"b1","commandType":"BASH_EXEC","command":script})).await;
+    let messages = run(
+        &registry,
+        json!({"command_id":"b1","commandType":"BASH_EXEC","command":script}),
+    )
+    .await;
     let end = terminal(&messages);
     assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:?}");
     assert_eq!(end.command_id, "b1");
     assert_eq!(end.exit_code, Some(0));
     let cwd = dir.display().to_string();
     assert_eq!(end.final_cwd.as_deref(), Some(cwd.as_str()));
-    assert!(end.message.starts_with("Command finished in "), "{}", end.message);
-    assert!(end.message.ends_with(&format!("Final CWD: {cwd}.")), "{}", end.message);
+    assert!(
+        end.message.starts_with("Command finished in "),
+        "{}",
+        end.message
+    );
+    assert!(
+        end.message.ends_with(&format!("Final CWD: {cwd}.")),
+        "{}",
+        end.message
+    );
     assert!(end.duration_ms.is_some());
     let output = data(&messages);
-    assert!(output.contains("out\n") && output.contains("err\n"), "{output:?}");
-    assert!(!output.contains(&cwd), "the cwd report is not part of the output");
+    assert!(
+        output.contains("out\n") && output.contains("err\n"),
+        "{output:?}"
+    );
+    assert!(
+        !output.contains(&cwd),
+        "the cwd report is not part of the output"
+    );
 }
 
 #[tokio::test]
@@ -72,10 +90,18 @@ async fn working_dir_and_env_apply() {
 #[tokio::test]
 async fn a_bad_working_dir_is_refused_clearly() {
     let registry = Registry::with_defaults();
-    let relative = run(&registry, json!({"commandType":"BASH_EXEC","command":"true","working_dir":"rel/dir"})).await;
+    let relative = run(
+        &registry,
+        json!({"commandType":"BASH_EXEC","command":"true","working_dir":"rel/dir"}),
+    )
+    .await;
     assert_failed(terminal(&relative), "INVALID_INPUT");
     assert!(terminal(&relative).error.contains("absolute"));
-    let missing = run(&registry, json!({"commandType":"BASH_EXEC","command":"true","working_dir":"/no/such/dir"})).await;
+    let missing = run(
+        &registry,
+        json!({"commandType":"BASH_EXEC","command":"true","working_dir":"/no/such/dir"}),
+    )
+    .await;
     assert_failed(terminal(&missing), "NOT_FOUND");
 }
 
@@ -138,23 +164,41 @@ async fn an_orphan_holding_the_pipes_does_not_hang_the_result() {
     let registry = Registry::with_defaults();
     let started = Instant::now();
     let messages = run(&registry, bash("sleep 30 & echo $!; echo started")).await;
-    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
     let end = terminal(&messages);
     assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:?}");
     let output = data(&messages);
     let pid: i32 = output.lines().next().unwrap().parse().unwrap();
     assert!(output.ends_with("started\n"));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).ok();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .ok();
 }
 
 #[tokio::test]
 async fn output_is_coalesced_not_one_message_per_line() {
     let registry = Registry::with_defaults();
-    let messages = run(&registry, bash("for i in $(seq 1 5000); do echo line $i; done")).await;
+    let messages = run(
+        &registry,
+        bash("for i in $(seq 1 5000); do echo line $i; done"),
+    )
+    .await;
     let expected: String = (1..=5000).map(|i| format!("line {i}\n")).collect();
     assert_eq!(data(&messages), expected);
-    assert!(messages.len() < 100, "{} messages for 5000 lines", messages.len());
-    assert!(messages.iter().all(|m| m.result_data.len() <= 2 * FLUSH_BYTES));
+    assert!(
+        messages.len() < 100,
+        "{} messages for 5000 lines",
+        messages.len()
+    );
+    assert!(messages
+        .iter()
+        .all(|m| m.result_data.len() <= 2 * FLUSH_BYTES));
 }
 
 #[tokio::test]
@@ -192,7 +236,10 @@ async fn syntax_errors_fail_with_bash_own_message() {
     let messages = run(&registry, bash("echo (")).await;
     assert_failed(terminal(&messages), "EXIT_STATUS");
     assert!(data(&messages).contains("syntax error"), "{messages:?}");
-    assert!(data(&messages).contains("line 1"), "line numbers are the user's");
+    assert!(
+        data(&messages).contains("line 1"),
+        "line numbers are the user's"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

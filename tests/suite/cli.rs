@@ -29,7 +29,10 @@ fn by_id(results: &[OutputResult]) -> HashMap<String, Vec<OutputResult>> {
 #[test]
 fn one_json_argument_streams_results_as_json_lines() {
     let out = cmdr()
-        .args(["exec", r#"{"command_id":"a1","commandType":"BASH_EXEC","command":"echo hi"}"#])
+        .args([
+            "exec",
+            r#"{"command_id":"a1","commandType":"BASH_EXEC","command":"echo hi"}"#,
+        ])
         .assert()
         .success();
     let results = results(&out.get_output().stdout);
@@ -41,17 +44,32 @@ fn one_json_argument_streams_results_as_json_lines() {
 #[test]
 fn a_malformed_line_fails_alone_and_the_rest_run() {
     let mut file = tempfile::NamedTempFile::new().unwrap();
-    writeln!(file, r#"{{"command_id":"ok-1","commandType":"BASH_EXEC","command":"echo one"}}"#).unwrap();
-    writeln!(file, r#"{{"command_id":"bad-1","commandType":"BASH_EXEC","command": oops}}"#).unwrap();
+    writeln!(
+        file,
+        r#"{{"command_id":"ok-1","commandType":"BASH_EXEC","command":"echo one"}}"#
+    )
+    .unwrap();
+    writeln!(
+        file,
+        r#"{{"command_id":"bad-1","commandType":"BASH_EXEC","command": oops}}"#
+    )
+    .unwrap();
     writeln!(file, r#"{{"command_id":"bad-2","commandType":"TELEPORT"}}"#).unwrap();
     writeln!(file).unwrap();
-    writeln!(file, r#"{{"command_id":"ok-2","commandType":"LIST_DIRECTORY","path":"/"}}"#).unwrap();
+    writeln!(
+        file,
+        r#"{{"command_id":"ok-2","commandType":"LIST_DIRECTORY","path":"/"}}"#
+    )
+    .unwrap();
     let out = cmdr().arg("exec").arg(file.path()).assert().code(1);
     let results = by_id(&results(&out.get_output().stdout));
     assert_eq!(results.len(), 4, "{results:#?}");
     for id in ["ok-1", "ok-2"] {
         super::assert_one_terminal_last(&results[id]);
-        assert_eq!(super::terminal(&results[id]).status, ExecutionStatus::Succeeded);
+        assert_eq!(
+            super::terminal(&results[id]).status,
+            ExecutionStatus::Succeeded
+        );
     }
     super::assert_failed(super::terminal(&results["bad-1"]), "MALFORMED_JSON");
     super::assert_failed(super::terminal(&results["bad-2"]), "UNKNOWN_COMMAND_TYPE");
@@ -67,8 +85,20 @@ fn stdin_accepts_pretty_printed_objects_and_combine_prints_one_result_each() {
         .success();
     let results = results(&out.get_output().stdout);
     assert_eq!(results.len(), 2);
-    assert_eq!((results[0].command_id.as_str(), results[0].result_data.as_str()), ("p1", "a\nb\n"));
-    assert_eq!((results[1].command_id.as_str(), results[1].result_data.as_str()), ("p2", "c\n"));
+    assert_eq!(
+        (
+            results[0].command_id.as_str(),
+            results[0].result_data.as_str()
+        ),
+        ("p1", "a\nb\n")
+    );
+    assert_eq!(
+        (
+            results[1].command_id.as_str(),
+            results[1].result_data.as_str()
+        ),
+        ("p2", "c\n")
+    );
 }
 
 #[test]
@@ -77,7 +107,11 @@ fn jobs_run_commands_at_once_keeping_each_stream_in_order() {
         .map(|i| format!("{{\"command_id\":\"j{i}\",\"commandType\":\"BASH_EXEC\",\"command\":\"for k in 1 2 3; do echo {i}-$k; sleep 0.05; done\"}}\n"))
         .collect();
     let started = std::time::Instant::now();
-    let out = cmdr().args(["exec", "--jobs", "8"]).write_stdin(input).assert().success();
+    let out = cmdr()
+        .args(["exec", "--jobs", "8"])
+        .write_stdin(input)
+        .assert()
+        .success();
     let results = by_id(&results(&out.get_output().stdout));
     assert_eq!(results.len(), 8);
     for (id, messages) in &results {
@@ -85,7 +119,10 @@ fn jobs_run_commands_at_once_keeping_each_stream_in_order() {
         let i = id.trim_start_matches('j');
         assert_eq!(super::data(messages), format!("{i}-1\n{i}-2\n{i}-3\n"));
     }
-    assert!(started.elapsed().as_secs_f64() < 8.0 * 0.15, "ran concurrently");
+    assert!(
+        started.elapsed().as_secs_f64() < 8.0 * 0.15,
+        "ran concurrently"
+    );
 }
 
 #[test]
@@ -98,7 +135,10 @@ fn a_failing_command_makes_the_exit_status_non_zero() {
 
 #[test]
 fn an_unreadable_input_file_is_a_usage_error() {
-    let out = cmdr().args(["exec", "/no/such/commands.jsonl"]).assert().code(2);
+    let out = cmdr()
+        .args(["exec", "/no/such/commands.jsonl"])
+        .assert()
+        .code(2);
     let stderr = String::from_utf8_lossy(&out.get_output().stderr);
     assert!(stderr.contains("/no/such/commands.jsonl"), "{stderr}");
     assert!(out.get_output().stdout.is_empty());
@@ -109,7 +149,10 @@ fn user_input_without_a_terminal_fails_clearly() {
     let bin = assert_cmd::cargo::cargo_bin("cmdr");
     let out = Process::new("setsid")
         .arg(bin)
-        .args(["exec", r#"{"command_id":"u1","commandType":"REQUEST_USER_INPUT","prompt":"name?"}"#])
+        .args([
+            "exec",
+            r#"{"command_id":"u1","commandType":"REQUEST_USER_INPUT","prompt":"name?"}"#,
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -125,7 +168,11 @@ fn user_input_is_answered_on_the_terminal() {
     let bin = assert_cmd::cargo::cargo_bin("cmdr");
     let json = r#"{"command_id":"u2","commandType":"REQUEST_USER_INPUT","prompt":"name?"}"#;
     let out = Command::new("script")
-        .args(["-qec", &format!("{} exec --combine '{json}'", bin.display()), "/dev/null"])
+        .args([
+            "-qec",
+            &format!("{} exec --combine '{json}'", bin.display()),
+            "/dev/null",
+        ])
         .write_stdin("Ada\n")
         .timeout(std::time::Duration::from_secs(30))
         .assert()

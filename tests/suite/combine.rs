@@ -1,8 +1,8 @@
 //! `combine_output_results` (SPEC §3).
 
 use cmdr_executors::{combine_output_results, ExecutionStatus, OutputResult, Registry};
-use serde_json::json;
 use futures_util::StreamExt;
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::command;
@@ -22,7 +22,9 @@ fn message(status: ExecutionStatus, data: &str, text: &str) -> OutputResult {
     }
 }
 
-fn stream_of(messages: Vec<OutputResult>) -> impl futures_core::Stream<Item = OutputResult> + Unpin {
+fn stream_of(
+    messages: Vec<OutputResult>,
+) -> impl futures_core::Stream<Item = OutputResult> + Unpin {
     futures_util::stream::iter(messages)
 }
 
@@ -45,9 +47,11 @@ async fn concatenates_data_and_takes_the_rest_from_the_last_message() {
 
 #[tokio::test]
 async fn a_stream_without_a_terminal_is_failed() {
-    let combined =
-        combine_output_results(stream_of(vec![message(ExecutionStatus::Running, "x", "m")]), None)
-            .await;
+    let combined = combine_output_results(
+        stream_of(vec![message(ExecutionStatus::Running, "x", "m")]),
+        None,
+    )
+    .await;
     assert_eq!(combined.status, ExecutionStatus::Failed);
     assert_eq!(combined.error_code.as_deref(), Some("INCOMPLETE_STREAM"));
     assert_eq!(combined.result_data, "x");

@@ -18,8 +18,13 @@ async fn a_large_file_streams_in_chunks_that_never_split_characters() {
     let registry = Registry::with_defaults();
     let messages = run(&registry, read(&path)).await;
     assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded);
-    assert!(messages.len() > text.len() / READ_CHUNK_SIZE, "streamed in chunks");
-    assert!(messages.iter().all(|m| m.result_data.len() <= READ_CHUNK_SIZE));
+    assert!(
+        messages.len() > text.len() / READ_CHUNK_SIZE,
+        "streamed in chunks"
+    );
+    assert!(messages
+        .iter()
+        .all(|m| m.result_data.len() <= READ_CHUNK_SIZE));
     assert_eq!(data(&messages), text);
     let stream = registry.execute(command(read(&path))).await.unwrap();
     assert_eq!(combine_output_results(stream, None).await.result_data, text);
@@ -34,10 +39,18 @@ async fn line_ranges_are_one_based_and_inclusive() {
     let registry = Registry::with_defaults();
     let cases = [
         (json!(2), json!(3), "line 2\nline 3\n".to_owned()),
-        (json!(99_999), json!(null), "line 99999\nline 100000\n".to_owned()),
+        (
+            json!(99_999),
+            json!(null),
+            "line 99999\nline 100000\n".to_owned(),
+        ),
         (json!(null), json!(1), "line 1\n".to_owned()),
         (json!(50_000), json!(50_000), "line 50000\n".to_owned()),
-        (json!(99_999), json!(500_000), "line 99999\nline 100000\n".to_owned()),
+        (
+            json!(99_999),
+            json!(500_000),
+            "line 99999\nline 100000\n".to_owned(),
+        ),
     ];
     for (start, end, expected) in cases {
         let messages = run(
@@ -80,7 +93,11 @@ async fn binary_and_non_utf8_files_fail_naming_their_size() {
     std::fs::write(&binary, b"\x7fELF\0\0\x01binary").unwrap();
     let messages = run(&registry, read(&binary)).await;
     assert_failed(terminal(&messages), "NOT_TEXT");
-    assert!(terminal(&messages).error.contains("13 bytes"), "{:?}", terminal(&messages));
+    assert!(
+        terminal(&messages).error.contains("13 bytes"),
+        "{:?}",
+        terminal(&messages)
+    );
     assert_eq!(data(&messages), "", "nothing of a binary file is sent");
     let latin1 = tmp.path().join("latin1.txt");
     let mut bytes = "ok\n".repeat(50_000).into_bytes();

@@ -14,12 +14,19 @@ async fn lists_entries_sorted_in_the_spec_format() {
     std::fs::write(tmp.path().join("C.md"), "").unwrap();
     std::os::unix::fs::symlink("b.txt", tmp.path().join("link")).unwrap();
     let registry = Registry::with_defaults();
-    let messages = run(&registry, json!({"commandType":"LIST_DIRECTORY","path":tmp.path()})).await;
+    let messages = run(
+        &registry,
+        json!({"commandType":"LIST_DIRECTORY","path":tmp.path()}),
+    )
+    .await;
     let end = terminal(&messages);
     assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:?}");
     assert!(end.message.contains("4 entries"), "{}", end.message);
     let mut lines = end.result_data.lines();
-    assert_eq!(lines.next(), Some(format!("Listing for {}:", tmp.path().display()).as_str()));
+    assert_eq!(
+        lines.next(),
+        Some(format!("Listing for {}:", tmp.path().display()).as_str())
+    );
     let line = Regex::new(
         r"^  \[(DIR |FILE)\] [-dlpscb][-rwxsStT]{9} \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ [ \d]{10} (.+)$",
     )
@@ -36,10 +43,16 @@ async fn lists_entries_sorted_in_the_spec_format() {
         ("FILE", "b.txt"),
         ("FILE", "link -> b.txt"),
     ];
-    let expected: Vec<(String, String)> =
-        expected.iter().map(|(k, n)| (k.to_string(), n.to_string())).collect();
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(k, n)| (k.to_string(), n.to_string()))
+        .collect();
     assert_eq!(rows, expected);
-    assert!(end.result_data.contains("          5 b.txt"), "sizes right-aligned: {}", end.result_data);
+    assert!(
+        end.result_data.contains("          5 b.txt"),
+        "sizes right-aligned: {}",
+        end.result_data
+    );
 }
 
 #[tokio::test]
@@ -48,8 +61,16 @@ async fn missing_paths_and_files_are_refused() {
     let file = tmp.path().join("f");
     std::fs::write(&file, "").unwrap();
     let registry = Registry::with_defaults();
-    let missing = run(&registry, json!({"commandType":"LIST_DIRECTORY","path":tmp.path().join("nope")})).await;
+    let missing = run(
+        &registry,
+        json!({"commandType":"LIST_DIRECTORY","path":tmp.path().join("nope")}),
+    )
+    .await;
     assert_failed(terminal(&missing), "NOT_FOUND");
-    let not_dir = run(&registry, json!({"commandType":"LIST_DIRECTORY","path":file})).await;
+    let not_dir = run(
+        &registry,
+        json!({"commandType":"LIST_DIRECTORY","path":file}),
+    )
+    .await;
     assert_failed(terminal(&not_dir), "INVALID_INPUT");
 }

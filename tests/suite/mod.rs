@@ -48,7 +48,10 @@ pub async fn collect(mut stream: cmdr_executors::ResultStream) -> Vec<OutputResu
 /// Exactly one terminal message, and it is the last one.
 pub fn assert_one_terminal_last(messages: &[OutputResult]) {
     let terminals = messages.iter().filter(|m| m.status.is_terminal()).count();
-    assert_eq!(terminals, 1, "exactly one terminal message in {messages:#?}");
+    assert_eq!(
+        terminals, 1,
+        "exactly one terminal message in {messages:#?}"
+    );
     assert!(
         messages.last().is_some_and(|m| m.status.is_terminal()),
         "terminal message last in {messages:#?}"
@@ -76,7 +79,10 @@ pub fn assert_failed(result: &OutputResult, code: &str) {
 pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while !check() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

@@ -17,17 +17,35 @@ async fn modifies_creates_and_deletes() {
     let registry = Registry::with_defaults();
     let create = "--- /dev/null\n+++ b/greet.txt\n@@ -0,0 +1,2 @@\n+Hello from FileWrite!\n+This is a test file.\n";
     let messages = run(&registry, patch(&path, create)).await;
-    assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded, "{messages:?}");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "Hello from FileWrite!\nThis is a test file.\n");
+    assert_eq!(
+        terminal(&messages).status,
+        ExecutionStatus::Succeeded,
+        "{messages:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "Hello from FileWrite!\nThis is a test file.\n"
+    );
 
     let modify = "--- a/greet.txt\n+++ b/greet.txt\n@@ -1,2 +1,2 @@\n-Hello from FileWrite!\n+Greetings from PatchFile!\n This is a test file.\n";
     let messages = run(&registry, patch(&path, modify)).await;
-    assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded, "{messages:?}");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "Greetings from PatchFile!\nThis is a test file.\n");
+    assert_eq!(
+        terminal(&messages).status,
+        ExecutionStatus::Succeeded,
+        "{messages:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "Greetings from PatchFile!\nThis is a test file.\n"
+    );
 
     let delete = "--- a/greet.txt\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-Greetings from PatchFile!\n-This is a test file.\n";
     let messages = run(&registry, patch(&path, delete)).await;
-    assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded, "{messages:?}");
+    assert_eq!(
+        terminal(&messages).status,
+        ExecutionStatus::Succeeded,
+        "{messages:?}"
+    );
     assert!(!path.exists());
 }
 
@@ -38,11 +56,16 @@ async fn a_failing_hunk_leaves_the_file_untouched() {
     let original = "fn main() {\n    println!(\"hi\");\n}\n";
     std::fs::write(&path, original).unwrap();
     let registry = Registry::with_defaults();
-    let diff = "@@ -1,3 +1,3 @@\n fn start() {\n-    println!(\"bye\");\n+    println!(\"hello\");\n }\n";
+    let diff =
+        "@@ -1,3 +1,3 @@\n fn start() {\n-    println!(\"bye\");\n+    println!(\"hello\");\n }\n";
     let messages = run(&registry, patch(&path, diff)).await;
     let end = terminal(&messages);
     assert_failed(end, "PATCH_HUNK_FAILED");
-    assert!(end.error.contains("#1") || end.error.contains("hunk 1"), "{}", end.error);
+    assert!(
+        end.error.contains("#1") || end.error.contains("hunk 1"),
+        "{}",
+        end.error
+    );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
 }
 
@@ -58,5 +81,8 @@ async fn wrong_counts_and_offsets_still_apply_and_are_reported() {
     let end = terminal(&messages);
     assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:?}");
     assert!(end.message.contains("offset"), "{}", end.message);
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), original.replace("item 9\n", "item nine\n"));
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        original.replace("item 9\n", "item nine\n")
+    );
 }

@@ -65,8 +65,8 @@ fn bash_fields_decode_exactly() {
 #[test]
 fn missing_command_id_gets_a_uuid() {
     let a = decode_command(r#"{"commandType":"LIST_DIRECTORY","path":"/"}"#).unwrap();
-    let b = decode_command(r#"{"command_id":"","commandType":"LIST_DIRECTORY","path":"/"}"#)
-        .unwrap();
+    let b =
+        decode_command(r#"{"command_id":"","commandType":"LIST_DIRECTORY","path":"/"}"#).unwrap();
     assert_eq!(a.command_id().len(), 36);
     assert_eq!(b.command_id().len(), 36);
     assert_ne!(a.command_id(), b.command_id());
@@ -133,7 +133,10 @@ fn unknown_type_is_named() {
     let (id, error, code) = rejection(r#"{"command_id":"u1","commandType":"RM_RF"}"#);
     assert_eq!(id.as_deref(), Some("u1"));
     assert_eq!(code, "UNKNOWN_COMMAND_TYPE");
-    assert!(error.contains("RM_RF") && error.contains("BASH_EXEC"), "{error}");
+    assert!(
+        error.contains("RM_RF") && error.contains("BASH_EXEC"),
+        "{error}"
+    );
 }
 
 #[test]

@@ -109,7 +109,10 @@ async fn dropping_the_stream_stops_the_command() {
         saw_cancel.load(Ordering::SeqCst)
     })
     .await;
-    eventually("command leaves the table", || registry.in_flight_count() == 0).await;
+    eventually("command leaves the table", || {
+        registry.in_flight_count() == 0
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -120,15 +123,18 @@ async fn a_stream_dropped_before_its_command_starts_never_runs_it() {
         max_concurrent: 1,
         ..ActorConfig::default()
     };
-    let registry = custom(config, move |c: cmdr_executors::Command, ctx: ExecContext| {
-        let flag = flag.clone();
-        async move {
-            if c.command_id() == "second" {
-                flag.store(true, Ordering::SeqCst);
+    let registry = custom(
+        config,
+        move |c: cmdr_executors::Command, ctx: ExecContext| {
+            let flag = flag.clone();
+            async move {
+                if c.command_id() == "second" {
+                    flag.store(true, Ordering::SeqCst);
+                }
+                until_cancelled(ctx).await
             }
-            until_cancelled(ctx).await
-        }
-    });
+        },
+    );
     let first = registry.execute(command(bash("first"))).await.unwrap();
     drop(registry.execute(command(bash("second"))).await.unwrap());
     first.cancel();
@@ -157,7 +163,9 @@ async fn shutdown_ends_running_and_queued_commands_and_refuses_new_ones() {
 async fn shutdown_lets_quick_commands_finish_within_the_grace() {
     let registry = Registry::with_defaults();
     let stream = registry
-        .execute(command(json!({"commandType":"BASH_EXEC","command":"sleep 0.2; echo done"})))
+        .execute(command(
+            json!({"commandType":"BASH_EXEC","command":"sleep 0.2; echo done"}),
+        ))
         .await
         .unwrap();
     registry.shutdown(Duration::from_secs(20)).await;

@@ -19,7 +19,9 @@ async fn the_answer_is_the_result() {
     let pending = PendingInputs::new();
     let registry = registry_with(&pending);
     let mut stream = registry
-        .execute(command(json!({"command_id":"q1","commandType":"REQUEST_USER_INPUT","prompt":"API key?"})))
+        .execute(command(
+            json!({"command_id":"q1","commandType":"REQUEST_USER_INPUT","prompt":"API key?"}),
+        ))
         .await
         .unwrap();
     let waiting = stream.next().await.unwrap();
@@ -54,7 +56,9 @@ async fn cancelling_withdraws_the_question() {
     let pending = PendingInputs::new();
     let registry = registry_with(&pending);
     let stream = registry
-        .execute(command(json!({"command_id":"q2","commandType":"REQUEST_USER_INPUT","prompt":"?"})))
+        .execute(command(
+            json!({"command_id":"q2","commandType":"REQUEST_USER_INPUT","prompt":"?"}),
+        ))
         .await
         .unwrap();
     eventually("the question is pending", || !pending.pending().is_empty()).await;
@@ -66,6 +70,10 @@ async fn cancelling_withdraws_the_question() {
 #[tokio::test]
 async fn without_a_broker_the_question_fails_clearly() {
     let registry = Registry::with_defaults();
-    let messages = run(&registry, json!({"commandType":"REQUEST_USER_INPUT","prompt":"?"})).await;
+    let messages = run(
+        &registry,
+        json!({"commandType":"REQUEST_USER_INPUT","prompt":"?"}),
+    )
+    .await;
     assert_failed(terminal(&messages), "INPUT_UNAVAILABLE");
 }
