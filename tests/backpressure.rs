@@ -3,6 +3,9 @@
 //!
 //! Its own test binary, so the resident-memory measurement sees no other test.
 
+// Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Duration;
 
 use cmdr_executors::{decode_command, ExecutionStatus, Registry};

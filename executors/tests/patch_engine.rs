@@ -8,6 +8,9 @@
 //!   error message;
 //! - `notes.txt` (optional): each line must appear in one of the notes.
 
+// Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -249,8 +249,15 @@ async fn a_thousand_concurrent_shell_commands_each_end_once() {
     for i in 0..1000 {
         let registry = registry.clone();
         tasks.spawn(async move {
-            let messages = run(&registry, bash(&format!("echo {i}"))).await;
-            assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded);
+            let dir = ["/", "/tmp", "/usr", "/var"][i % 4];
+            let messages = run(&registry, bash(&format!("cd {dir}; echo {i}"))).await;
+            let end = terminal(&messages);
+            assert_eq!(end.status, ExecutionStatus::Succeeded);
+            assert_eq!(
+                end.final_cwd.as_deref(),
+                Some(dir),
+                "each shell reports its own cwd"
+            );
             assert_eq!(data(&messages), format!("{i}\n"));
         });
     }

@@ -3,12 +3,12 @@
 
 use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Mutex;
 
-use command_fds::{CommandFdExt, FdMapping};
-use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{pipe2, Pid};
 use tokio::process::{Child, ChildStderr, ChildStdout};
@@ -16,9 +16,15 @@ use tokio::process::{Child, ChildStderr, ChildStdout};
 use crate::error::ExecError;
 use crate::protocol::BashExecCommand;
 
-/// The fd on which the shell's EXIT trap writes `$PWD`. High, so scripts that use the
-/// low numbers (`exec 3<file`) do not collide with it, and below 255 (bash's own).
-pub const CWD_REPORT_FD: i32 = 237;
+/// The lowest fd number the shell's EXIT trap writes `$PWD` to. High, so scripts that use
+/// low numbers (`exec 3<file`, flock's customary 200) do not collide with it; each command
+/// gets its own number at or above this one.
+pub const CWD_REPORT_FD: i32 = 600;
+
+/// Serialises the moment a report pipe is inheritable (between clearing its close-on-exec
+/// flag and closing the parent's copy), so that shells spawned concurrently do not inherit
+/// each other's pipes.
+static SPAWN_WINDOW: Mutex<()> = Mutex::new(());
 
 /// Longest working-directory report read back (paths are at most 4 KiB on Linux).
 const CWD_REPORT_MAX: u64 = 16 * 1024;
@@ -49,8 +55,10 @@ impl Shell {
             pipe2(OFlag::O_CLOEXEC).map_err(|e| spawn_error(e.into()))?;
         fcntl(report_read.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
             .map_err(|e| spawn_error(e.into()))?;
+        let report_write = high_fd(report_write);
         let script = format!(
-            "trap 'printf %s \"$PWD\" >&{CWD_REPORT_FD} 2>/dev/null' EXIT; {}",
+            "trap 'printf %s \"$PWD\" >&{} 2>/dev/null' EXIT; {}",
+            report_write.as_raw_fd(),
             cmd.command
         );
         let mut command = tokio::process::Command::new(shell);
@@ -66,9 +74,7 @@ impl Shell {
         if let Some(env) = &cmd.env {
             command.envs(env);
         }
-        map_fd(&mut command, report_write).map_err(spawn_error)?;
-        let mut child = command.spawn().map_err(spawn_error)?;
-        drop(command);
+        let mut child = spawn_inheriting(&mut command, report_write).map_err(spawn_error)?;
         let pgid = child
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
@@ -114,12 +120,31 @@ impl Drop for Shell {
     }
 }
 
-fn map_fd(command: &mut tokio::process::Command, fd: OwnedFd) -> std::io::Result<()> {
-    command
-        .fd_mappings(vec![FdMapping {
-            parent_fd: fd,
-            child_fd: CWD_REPORT_FD,
-        }])
-        .map(|_| ())
-        .map_err(|e| std::io::Error::other(e.to_string()))
+/// Moves `fd` to a number at or above [`CWD_REPORT_FD`] (keeping close-on-exec), or
+/// leaves it where it is if the fd limit does not allow that.
+fn high_fd(fd: OwnedFd) -> OwnedFd {
+    match rustix::io::fcntl_dupfd_cloexec(&fd, CWD_REPORT_FD) {
+        Ok(high) => high,
+        Err(e) => {
+            tracing::debug!("cannot move the cwd report fd above {CWD_REPORT_FD}: {e}");
+            fd
+        }
+    }
+}
+
+/// Spawns `command` with `report` inherited by the child under the same fd number.
+///
+/// No `pre_exec` hook (which would force a slow `fork`): the descriptor is made
+/// inheritable just for the spawn, which then takes std's `posix_spawn` (vfork) path.
+fn spawn_inheriting(
+    command: &mut tokio::process::Command,
+    report: OwnedFd,
+) -> std::io::Result<Child> {
+    let _window = SPAWN_WINDOW
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    fcntl(report.as_fd(), FcntlArg::F_SETFD(FdFlag::empty())).map_err(std::io::Error::from)?;
+    let child = command.spawn();
+    drop(report);
+    child
 }
