@@ -39,7 +39,8 @@ pub(super) async fn pump(
 ) -> Result<ExitStatus, ExecError> {
     let mut chunk = Chunk::default();
     let (mut stdout, mut stderr) = (shell.stdout.take(), shell.stderr.take());
-    let (mut out_buf, mut err_buf) = (vec![0u8; READ_BUF], vec![0u8; READ_BUF]);
+    let mut out_buf = Vec::with_capacity(READ_BUF);
+    let mut err_buf = Vec::with_capacity(READ_BUF);
     let (mut out_text, mut err_text) = (Utf8Decoder::default(), Utf8Decoder::default());
     let mut status: Option<ExitStatus> = None;
     let mut stopping = false;
@@ -48,10 +49,10 @@ pub(super) async fn pump(
     while status.is_none() || stdout.is_some() || stderr.is_some() {
         tokio::select! {
             n = read_some(&mut stdout, &mut out_buf) => {
-                chunk.take(n, &out_buf, &mut out_text, &mut stdout);
+                chunk.take(n, &mut out_buf, &mut out_text, &mut stdout);
             }
             n = read_some(&mut stderr, &mut err_buf) => {
-                chunk.take(n, &err_buf, &mut err_text, &mut stderr);
+                chunk.take(n, &mut err_buf, &mut err_text, &mut stderr);
             }
             exited = shell.child.wait(), if status.is_none() => {
                 let exited = exited.map_err(|e| ExecError::io("/bin/bash".as_ref(), e))?;
@@ -92,17 +93,18 @@ struct Chunk {
 }
 
 impl Chunk {
-    /// Adds what a read returned; closes the pipe on EOF or error.
+    /// Adds what a read returned (and empties `buf`); closes the pipe on EOF or error.
     fn take<P>(
         &mut self,
         read: std::io::Result<usize>,
-        buf: &[u8],
+        buf: &mut Vec<u8>,
         decoder: &mut Utf8Decoder,
         pipe: &mut Option<P>,
     ) {
         match read {
             Ok(n) if n > 0 => {
-                decoder.decode(buf.get(..n).unwrap_or_default(), &mut self.text);
+                decoder.decode(buf, &mut self.text);
+                buf.clear();
                 self.since.get_or_insert_with(Instant::now);
             }
             Ok(_) => *pipe = None,
@@ -136,12 +138,14 @@ impl Chunk {
     }
 }
 
+/// One read into `buf`'s spare capacity (never zero-filled); pending forever once the
+/// pipe is closed.
 async fn read_some<P: AsyncRead + Unpin>(
     pipe: &mut Option<P>,
-    buf: &mut [u8],
+    buf: &mut Vec<u8>,
 ) -> std::io::Result<usize> {
     match pipe {
-        Some(p) => p.read(buf).await,
+        Some(p) => p.read_buf(buf).await,
         None => std::future::pending().await,
     }
 }
