@@ -13,6 +13,7 @@
 
 pub mod cli;
 pub mod json_lines;
+pub mod nats;
 pub mod tty_input;
 
 pub use cmdr_executors as executors;

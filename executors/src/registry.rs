@@ -18,7 +18,7 @@ use crate::inflight::{Claim, StopReason};
 use crate::input::{InputBroker, NoInputBroker};
 use crate::list_directory::ListDirectory;
 use crate::patch_file::PatchFile;
-use crate::protocol::{Command, CommandType};
+use crate::protocol::{Command, CommandType, OutputResult};
 use crate::request_user_input::RequestUserInput;
 use crate::stream::ResultStream;
 use crate::terminal::rejected_result;
@@ -49,6 +49,11 @@ impl SubmitError {
             SubmitError::DuplicateId(_) => "DUPLICATE_COMMAND_ID",
             SubmitError::NotRegistered(_) => "UNSUPPORTED_COMMAND_TYPE",
         }
+    }
+
+    /// The `FAILED` result that answers the refused command on its stream.
+    pub fn to_result(&self, command_id: &str, command_type: &str) -> OutputResult {
+        rejected_result(command_id, command_type, self.to_string(), self.code())
     }
 }
 
@@ -223,12 +228,7 @@ impl Registry {
         let command_type = command.command_type();
         match self.execute(command).await {
             Ok(stream) => stream,
-            Err(e) => ResultStream::from_result(rejected_result(
-                &id,
-                command_type.as_str(),
-                e.to_string(),
-                e.code(),
-            )),
+            Err(e) => ResultStream::from_result(e.to_result(&id, command_type.as_str())),
         }
     }
 

@@ -2,10 +2,15 @@
 //! between the terminal and the library.
 
 mod exec;
+mod runner;
+mod submit;
+mod worker;
 
 use clap::{Parser, Subcommand};
 
 pub use exec::ExecArgs;
+pub use submit::SubmitArgs;
+pub use worker::WorkerArgs;
 
 /// Exit status: everything requested succeeded.
 pub const EXIT_OK: u8 = 0;
@@ -30,6 +35,10 @@ pub struct Cli {
 pub enum CliCommand {
     /// Run commands (one JSON object or JSON Lines) and print every result as JSON Lines.
     Exec(ExecArgs),
+    /// Run commands from NATS (`cmdr.commands.>`) as part of a worker pool.
+    Worker(WorkerArgs),
+    /// Send commands to the worker pool over NATS and print every result as JSON Lines.
+    Submit(SubmitArgs),
 }
 
 impl Cli {
@@ -37,6 +46,32 @@ impl Cli {
     pub async fn run(self) -> u8 {
         match self.command {
             CliCommand::Exec(args) => exec::run(args).await,
+            CliCommand::Worker(args) => worker::run(args).await,
+            CliCommand::Submit(args) => submit::run(args).await,
         }
+    }
+}
+
+/// Connects to NATS, naming the connection; the error says where and why.
+async fn connect(url: &str, name: &str) -> Result<async_nats::Client, String> {
+    async_nats::ConnectOptions::new()
+        .name(name)
+        .connect(url)
+        .await
+        .map_err(|e| format!("cannot connect to NATS at {url}: {e}"))
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
     }
 }

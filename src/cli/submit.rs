@@ -1,0 +1,57 @@
+//! `cmdr submit --nats URL [FILE|-|JSON]`: like `cmdr exec`, but the commands run on the
+//! worker pool. Questions (`REQUEST_USER_INPUT`) are asked on this terminal.
+
+use std::sync::Arc;
+
+use super::runner::{self, RunOptions, Submitter};
+use super::{connect, EXIT_USAGE};
+use crate::nats::producer::{Producer, SubmitStream};
+use crate::tty_input::TtyInput;
+
+/// Arguments of `cmdr submit`.
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    /// The NATS server.
+    #[arg(long, env = "CMDR_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    pub nats: String,
+    /// A file of commands, `-` for stdin (the default), or one JSON command.
+    pub input: Option<String>,
+    /// Print one combined result per command instead of every message.
+    #[arg(long)]
+    pub combine: bool,
+    /// Keep up to N commands in flight.
+    #[arg(long, short = 'j', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub jobs: u32,
+}
+
+/// Runs `cmdr submit`; returns the exit status.
+pub async fn run(args: SubmitArgs) -> u8 {
+    let client = match connect(&args.nats, "cmdr submit").await {
+        Ok(client) => client,
+        Err(message) => {
+            eprintln!("cmdr submit: {message}");
+            return EXIT_USAGE;
+        }
+    };
+    let producer = Producer::new(client).with_input_broker(Arc::new(TtyInput::default()));
+    let options = RunOptions {
+        combine: args.combine,
+        jobs: args.jobs,
+    };
+    runner::run(args.input.as_deref(), producer, options, "submit").await
+}
+
+impl Submitter for Producer {
+    type Stream = SubmitStream;
+
+    async fn submit(&self, json: String) -> SubmitStream {
+        self.submit_json(&json).await
+    }
+
+    async fn interrupt(&self) {
+        // Streams dropped by the interruption have sent their cancels; make sure they
+        // leave before the process does.
+        tokio::task::yield_now().await;
+        self.flush().await;
+    }
+}

@@ -1,0 +1,62 @@
+//! `cmdr worker --nats URL`: run commands from the bus until SIGINT/SIGTERM.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cmdr_executors::{Registry, RegistryConfig};
+
+use super::{connect, shutdown_signal, EXIT_OK, EXIT_USAGE};
+use crate::nats::input::NatsInput;
+use crate::nats::subjects;
+use crate::nats::worker::{self, WorkerOptions};
+
+/// Arguments of `cmdr worker`.
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// The NATS server.
+    #[arg(long, env = "CMDR_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    pub nats: String,
+    /// Queue group shared by the worker pool.
+    #[arg(long, default_value = subjects::DEFAULT_QUEUE)]
+    pub queue: String,
+    /// Commands run at once by this worker.
+    #[arg(long, short = 'j', default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub jobs: u32,
+    /// On shutdown, seconds running commands may go on before they are cancelled.
+    #[arg(long, default_value_t = 10)]
+    pub grace_secs: u64,
+}
+
+/// Runs `cmdr worker`; returns the exit status.
+pub async fn run(args: WorkerArgs) -> u8 {
+    let client = match connect(&args.nats, "cmdr worker").await {
+        Ok(client) => client,
+        Err(message) => {
+            eprintln!("cmdr worker: {message}");
+            return EXIT_USAGE;
+        }
+    };
+    let registry = Registry::with_config(RegistryConfig {
+        input_broker: Arc::new(NatsInput::new(client.clone())),
+        ..RegistryConfig::default()
+    });
+    let options = WorkerOptions {
+        queue: args.queue,
+        jobs: args.jobs as usize,
+        shutdown_grace: Duration::from_secs(args.grace_secs),
+    };
+    eprintln!(
+        "cmdr worker: serving {} (queue {}, {} jobs) on {}",
+        subjects::COMMANDS_ALL,
+        options.queue,
+        options.jobs,
+        args.nats
+    );
+    match worker::run(client, registry, options, shutdown_signal()).await {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("cmdr worker: {e}");
+            EXIT_USAGE
+        }
+    }
+}

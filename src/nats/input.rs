@@ -1,0 +1,53 @@
+//! [`NatsInput`]: a worker's `REQUEST_USER_INPUT` asks the command's producer over
+//! `cmdr.input.<command_id>` (request/reply) and waits for its [`InputAnswer`].
+//!
+//! No responder (the producer is gone or never listened) fails at once with
+//! `INPUT_UNAVAILABLE`; otherwise the wait is bounded by the command's own `timeout_ms`
+//! and cancellation, enforced by the runtime.
+
+use async_nats::{Client, Request, RequestErrorKind};
+use cmdr_executors::{InputBroker, InputError, InputFuture, InputRequest};
+
+use super::subjects;
+use super::wire::{InputAnswer, InputQuestion};
+
+/// The NATS input broker used by `cmdr worker`.
+#[derive(Debug, Clone)]
+pub struct NatsInput {
+    client: Client,
+}
+
+impl NatsInput {
+    /// Asks over `client`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+impl InputBroker for NatsInput {
+    fn request(&self, request: InputRequest) -> InputFuture<'_> {
+        Box::pin(async move {
+            let subject = subjects::input(&request.command_id);
+            let question = InputQuestion {
+                command_id: request.command_id,
+                prompt: request.prompt,
+                description: request.description,
+            };
+            let payload = serde_json::to_vec(&question)
+                .map_err(|e| InputError::Unavailable(format!("encoding the question: {e}")))?;
+            let ask = Request::new().payload(payload.into()).timeout(None);
+            let reply = self.client.send_request(subject.clone(), ask).await;
+            let message = reply.map_err(|e| {
+                InputError::Unavailable(match e.kind() {
+                    RequestErrorKind::NoResponders => {
+                        format!("no producer is listening on {subject}")
+                    }
+                    _ => format!("asking on {subject}: {e}"),
+                })
+            })?;
+            serde_json::from_slice::<InputAnswer>(&message.payload)
+                .map(|answer| answer.value)
+                .map_err(|e| InputError::Unavailable(format!("malformed answer on {subject}: {e}")))
+        })
+    }
+}

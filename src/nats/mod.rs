@@ -1,0 +1,21 @@
+//! The NATS transport (SPEC §8): producers publish commands, a pool of `cmdr worker`s
+//! runs them through the same registry as every other front door, and streams every
+//! `OutputResult` back on a per-command subject.
+//!
+//! - [`subjects`]: subject names and the id rule (an id is one subject token).
+//! - [`wire`]: the small JSON messages of the bus besides commands and results.
+//! - [`chunk`]: splitting results larger than the server's `max_payload`.
+//! - [`worker`]: the worker loop (`cmdr worker`).
+//! - [`input`]: `REQUEST_USER_INPUT` on a worker, asked of the producer over the bus.
+//! - [`producer`]: the client a producer uses (`cmdr submit`): submit, cancel, answer.
+//!
+//! Core mode (this module today) is at-most-once: a worker that dies mid-command loses
+//! it, and the producer learns nothing more. Durable mode (JetStream) is the answer to
+//! that and is described in `docs/nats.md`.
+
+pub mod chunk;
+pub mod input;
+pub mod producer;
+pub mod subjects;
+pub mod wire;
+pub mod worker;

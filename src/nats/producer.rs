@@ -1,0 +1,310 @@
+//! [`Producer`]: the client side of the bus — submit a command and stream its results,
+//! cancel it, answer its questions.
+//!
+//! `submit` subscribes to the command's result and input subjects *before* publishing,
+//! so no early result is missed, then publishes the command as a request: a worker
+//! answers at once with `Accepted`; no worker at all is `NO_WORKERS`. The returned
+//! [`RemoteStream`] yields the command's `OutputResult`s in order and ends after the
+//! terminal one. Questions from a `REQUEST_USER_INPUT` are answered by the producer's
+//! input broker if it has one, else they wait for [`Producer::answer_input`]. Dropping
+//! the stream before its end cancels the command, as with a local stream.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use async_nats::{Client, Request, RequestErrorKind, Subject, Subscriber};
+use cmdr_executors::{
+    decode_command, Command, ExecutionStatus, InputBroker, InputRequest, OutputResult,
+};
+use dashmap::DashMap;
+use futures_core::Stream;
+use futures_util::StreamExt;
+
+use super::subjects;
+use super::wire::{InputAnswer, InputQuestion};
+
+/// How long `submit` waits for a worker to acknowledge a command.
+pub const ACCEPT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a submission, cancel or answer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProducerError {
+    /// The id cannot be a subject token.
+    #[error("command id '{0}' cannot be used on NATS (no spaces, '.', '*' or '>')")]
+    InvalidId(String),
+    /// No worker subscribes to the command subject.
+    #[error("no cmdr worker is listening on {0}")]
+    NoWorkers(String),
+    /// Workers exist but none acknowledged in time.
+    #[error("no worker accepted the command within {0:?}")]
+    NotAccepted(Duration),
+    /// `answer_input` named a command that asked nothing.
+    #[error("command '{0}' is not waiting for input")]
+    NotWaiting(String),
+    /// The connection or the server failed.
+    #[error("NATS: {0}")]
+    Nats(String),
+}
+
+impl ProducerError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ProducerError::InvalidId(_) => "INVALID_COMMAND",
+            ProducerError::NoWorkers(_) => "NO_WORKERS",
+            ProducerError::NotAccepted(_) => "NOT_ACCEPTED",
+            ProducerError::NotWaiting(_) => "NOT_WAITING",
+            ProducerError::Nats(_) => "NATS_ERROR",
+        }
+    }
+}
+
+fn nats_error(e: impl std::fmt::Display) -> ProducerError {
+    ProducerError::Nats(e.to_string())
+}
+
+/// A producer: cheap to clone.
+#[derive(Clone)]
+pub struct Producer {
+    client: Client,
+    /// Reply subjects of questions waiting for an answer, by command id.
+    questions: Arc<DashMap<String, Subject>>,
+    broker: Option<Arc<dyn InputBroker>>,
+}
+
+impl Producer {
+    /// A producer over `client`; questions wait for [`Producer::answer_input`].
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            questions: Arc::default(),
+            broker: None,
+        }
+    }
+
+    /// Questions are answered by `broker` (e.g. the terminal) as they arrive.
+    pub fn with_input_broker(mut self, broker: Arc<dyn InputBroker>) -> Self {
+        self.broker = Some(broker);
+        self
+    }
+
+    /// Publishes `command` (generating its id if empty) and streams its results.
+    pub async fn submit(&self, mut command: Command) -> Result<RemoteStream, ProducerError> {
+        let id = command.ensure_command_id().to_owned();
+        if !subjects::is_valid_id(&id) {
+            return Err(ProducerError::InvalidId(id));
+        }
+        let results = self.subscribe(subjects::results(&id)).await?;
+        let questions = self.subscribe(subjects::input(&id)).await?;
+        let payload = serde_json::to_vec(&command).map_err(nats_error)?;
+        let subject = subjects::command(command.command_type().as_str());
+        let request = Request::new()
+            .payload(payload.into())
+            .timeout(Some(ACCEPT_TIMEOUT));
+        match self.client.send_request(subject.clone(), request).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == RequestErrorKind::NoResponders => {
+                return Err(ProducerError::NoWorkers(subject))
+            }
+            Err(e) if e.kind() == RequestErrorKind::TimedOut => {
+                return Err(ProducerError::NotAccepted(ACCEPT_TIMEOUT))
+            }
+            Err(e) => return Err(nats_error(e)),
+        }
+        Ok(RemoteStream {
+            command_id: id,
+            command_type: command.command_type().as_str().to_owned(),
+            results,
+            questions,
+            producer: self.clone(),
+            done: false,
+        })
+    }
+
+    /// Like [`Producer::submit`] for JSON text; never fails: bad input or a failed
+    /// submission becomes a stream of one `FAILED` result.
+    pub async fn submit_json(&self, json: &str) -> SubmitStream {
+        let command = match decode_command(json) {
+            Ok(command) => command,
+            Err(failure) => return SubmitStream::Failed(Some(failure.to_result())),
+        };
+        let (id, ty) = (command.command_id().to_owned(), command.command_type());
+        match self.submit(command).await {
+            Ok(stream) => SubmitStream::Remote(Box::new(stream)),
+            Err(e) => SubmitStream::Failed(Some(rejected(&id, ty.as_str(), &e))),
+        }
+    }
+
+    /// Cancels the command `command_id` wherever it runs.
+    pub async fn cancel(&self, command_id: &str) -> Result<(), ProducerError> {
+        self.client
+            .publish(subjects::cancel(command_id), bytes::Bytes::new())
+            .await
+            .map_err(nats_error)?;
+        self.client.flush().await.map_err(nats_error)
+    }
+
+    /// Answers the question of `command_id`.
+    pub async fn answer_input(&self, command_id: &str, value: String) -> Result<(), ProducerError> {
+        let (_, reply) = self
+            .questions
+            .remove(command_id)
+            .ok_or_else(|| ProducerError::NotWaiting(command_id.to_owned()))?;
+        answer(&self.client, reply, value).await
+    }
+
+    /// Sends everything buffered (cancels, answers) to the server.
+    pub async fn flush(&self) {
+        if let Err(e) = self.client.flush().await {
+            tracing::warn!("flushing to NATS: {e}");
+        }
+    }
+
+    async fn subscribe(&self, subject: String) -> Result<Subscriber, ProducerError> {
+        self.client.subscribe(subject).await.map_err(nats_error)
+    }
+
+    /// Records a question; with a broker, asks it and answers in the background.
+    fn take_question(&self, command_id: &str, message: async_nats::Message) {
+        let (Some(reply), Ok(question)) = (
+            message.reply,
+            serde_json::from_slice::<InputQuestion>(&message.payload),
+        ) else {
+            tracing::warn!(command_id, "ignored a malformed input question");
+            return;
+        };
+        let Some(broker) = self.broker.clone() else {
+            self.questions.insert(command_id.to_owned(), reply);
+            return;
+        };
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            let request = InputRequest {
+                command_id: question.command_id,
+                prompt: question.prompt,
+                description: question.description,
+            };
+            match broker.request(request).await {
+                Ok(value) => {
+                    if let Err(e) = answer(&client, reply, value).await {
+                        tracing::warn!("answering a question: {e}");
+                    }
+                }
+                // No answer: the worker's command times out or is cancelled.
+                Err(e) => tracing::warn!("no answer to a question: {e}"),
+            }
+        });
+    }
+}
+
+async fn answer(client: &Client, reply: Subject, value: String) -> Result<(), ProducerError> {
+    let body = serde_json::to_vec(&InputAnswer { value }).map_err(nats_error)?;
+    client
+        .publish(reply, body.into())
+        .await
+        .map_err(nats_error)?;
+    client.flush().await.map_err(nats_error)
+}
+
+fn rejected(command_id: &str, command_type: &str, e: &ProducerError) -> OutputResult {
+    OutputResult {
+        command_id: command_id.to_owned(),
+        command_type: command_type.to_owned(),
+        status: ExecutionStatus::Failed,
+        message: "Command rejected before execution.".to_owned(),
+        error: e.to_string(),
+        result_data: String::new(),
+        error_code: Some(e.code().to_owned()),
+        exit_code: None,
+        final_cwd: None,
+        duration_ms: None,
+    }
+}
+
+/// The results of one remote command, in order, ending after the terminal one.
+pub struct RemoteStream {
+    command_id: String,
+    command_type: String,
+    results: Subscriber,
+    questions: Subscriber,
+    producer: Producer,
+    done: bool,
+}
+
+impl RemoteStream {
+    /// The command's id.
+    pub fn command_id(&self) -> &str {
+        &self.command_id
+    }
+
+    fn lost(&self, why: &str) -> OutputResult {
+        let mut result = rejected(
+            &self.command_id,
+            &self.command_type,
+            &ProducerError::Nats(why.to_owned()),
+        );
+        result.message = "Lost contact with the command.".to_owned();
+        result
+    }
+}
+
+impl Stream for RemoteStream {
+    type Item = OutputResult;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<OutputResult>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        while let Poll::Ready(Some(question)) = self.questions.poll_next_unpin(cx) {
+            let id = self.command_id.clone();
+            self.producer.take_question(&id, question);
+        }
+        match self.results.poll_next_unpin(cx) {
+            Poll::Ready(Some(message)) => {
+                let result = serde_json::from_slice::<OutputResult>(&message.payload)
+                    .unwrap_or_else(|e| self.lost(&format!("malformed result: {e}")));
+                self.done = result.status.is_terminal();
+                Poll::Ready(Some(result))
+            }
+            Poll::Ready(None) => {
+                self.done = true;
+                Poll::Ready(Some(self.lost("the result subscription closed")))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for RemoteStream {
+    fn drop(&mut self) {
+        self.producer.questions.remove(&self.command_id);
+        if self.done {
+            return;
+        }
+        let (producer, id) = (self.producer.clone(), self.command_id.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { producer.cancel(&id).await });
+        }
+    }
+}
+
+/// What [`Producer::submit_json`] returns: a remote stream, or one ready failure.
+pub enum SubmitStream {
+    /// The command was accepted by a worker.
+    Remote(Box<RemoteStream>),
+    /// The command was refused; the failure, until yielded.
+    Failed(Option<OutputResult>),
+}
+
+impl Stream for SubmitStream {
+    type Item = OutputResult;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<OutputResult>> {
+        match self.get_mut() {
+            SubmitStream::Remote(stream) => stream.poll_next_unpin(cx),
+            SubmitStream::Failed(result) => Poll::Ready(result.take()),
+        }
+    }
+}

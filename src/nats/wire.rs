@@ -1,0 +1,31 @@
+//! The bus's own small messages (data only). Commands and results are the command
+//! package's wire types.
+
+use serde::{Deserialize, Serialize};
+
+/// A worker's reply to a command it received (core mode): the producer knows at once that
+/// a worker took it, or that none is listening.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accepted {
+    /// The id the command runs under.
+    pub command_id: String,
+}
+
+/// A worker's question on `cmdr.input.<command_id>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputQuestion {
+    /// The `REQUEST_USER_INPUT` command's id.
+    pub command_id: String,
+    /// What to ask.
+    pub prompt: String,
+    /// The command's description, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// The producer's answer to an [`InputQuestion`] (same shape as the HTTP input body).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputAnswer {
+    /// The answer.
+    pub value: String,
+}

@@ -1,0 +1,248 @@
+//! The worker loop (`cmdr worker`): take commands from `cmdr.commands.>` in a queue
+//! group, run each through the registry, publish every result on
+//! `cmdr.results.<command_id>` in order.
+//!
+//! A reader task answers every command it receives at once with [`Accepted`] (so a
+//! producer learns immediately that a worker has it) and queues it; the dispatcher runs
+//! queued commands `--jobs` at a time. Cancels (`cmdr.cancel.*`) reach every worker; the
+//! one running the command stops it. Shutdown: stop receiving, answer commands not yet
+//! started with `SHUTTING_DOWN`, let running ones finish within the grace (then cancel
+//! them), publish every terminal result, flush.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::{Client, Message};
+use cmdr_executors::{
+    decode_command_slice, Command, OutputResult, Registry, ResultStream, SubmitError,
+};
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::task::TaskTracker;
+
+use super::chunk;
+use super::subjects;
+use super::wire::Accepted;
+
+/// Settings of a worker.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Queue group shared by the pool.
+    pub queue: String,
+    /// Commands run at once.
+    pub jobs: usize,
+    /// On shutdown, how long running commands may go on before they are cancelled.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        Self {
+            queue: subjects::DEFAULT_QUEUE.to_owned(),
+            jobs: 16,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why the worker could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// Subscribing failed.
+    #[error("subscribing to {subject}: {source}")]
+    Subscribe {
+        /// The subject.
+        subject: &'static str,
+        /// The client's error.
+        source: async_nats::SubscribeError,
+    },
+}
+
+impl WorkerError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            WorkerError::Subscribe { .. } => "NATS_SUBSCRIBE_FAILED",
+        }
+    }
+}
+
+/// Runs the worker until `shutdown` resolves, then shuts down gracefully.
+pub async fn run(
+    client: Client,
+    registry: Registry,
+    options: WorkerOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), WorkerError> {
+    let subscribe_error = |subject| move |source| WorkerError::Subscribe { subject, source };
+    let commands = client
+        .queue_subscribe(subjects::COMMANDS_ALL, options.queue.clone())
+        .await
+        .map_err(subscribe_error(subjects::COMMANDS_ALL))?;
+    let cancels = client
+        .subscribe(subjects::CANCEL_ALL)
+        .await
+        .map_err(subscribe_error(subjects::CANCEL_ALL))?;
+    let tracker = TaskTracker::new();
+    let cancel_listener = tokio::spawn(listen_for_cancels(cancels, registry.clone()));
+    let (queue, mut queued) = mpsc::unbounded_channel();
+    let reader = tokio::spawn(accept(commands, client.clone(), queue));
+    let publisher = Publisher::new(client.clone());
+    let dispatcher = dispatch(
+        &mut queued,
+        registry.clone(),
+        publisher.clone(),
+        options.jobs,
+        &tracker,
+    );
+    tokio::select! {
+        () = dispatcher => {}
+        () = shutdown => {}
+    }
+    tracing::info!("worker shutting down");
+    reader.abort();
+    queued.close();
+    registry.shutdown(options.shutdown_grace).await;
+    while let Some(message) = queued.recv().await {
+        // Accepted but never started: the registry refuses it now, and says so.
+        run_one(&message, &registry, &publisher).await;
+    }
+    tracker.close();
+    tracker.wait().await;
+    cancel_listener.abort();
+    if let Err(e) = client.flush().await {
+        tracing::warn!("flushing results on shutdown: {e}");
+    }
+    Ok(())
+}
+
+/// Answers each received command with [`Accepted`] and queues it.
+async fn accept(
+    mut commands: async_nats::Subscriber,
+    client: Client,
+    queue: mpsc::UnboundedSender<Message>,
+) {
+    while let Some(message) = commands.next().await {
+        if let Some(reply) = message.reply.clone() {
+            let id = decode_command_slice(&message.payload)
+                .map(|c| c.command_id().to_owned())
+                .unwrap_or_default();
+            if let Ok(body) = serde_json::to_vec(&Accepted { command_id: id }) {
+                if let Err(e) = client.publish(reply, body.into()).await {
+                    tracing::warn!("acknowledging a command: {e}");
+                }
+            }
+        }
+        if queue.send(message).is_err() {
+            return;
+        }
+    }
+}
+
+/// Runs queued commands, `jobs` at a time, until the queue closes.
+async fn dispatch(
+    queued: &mut mpsc::UnboundedReceiver<Message>,
+    registry: Registry,
+    publisher: Publisher,
+    jobs: usize,
+    tracker: &TaskTracker,
+) {
+    let slots = Arc::new(Semaphore::new(jobs.max(1)));
+    while let Some(message) = queued.recv().await {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let (registry, publisher) = (registry.clone(), publisher.clone());
+        tracker.spawn(async move {
+            run_one(&message, &registry, &publisher).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Runs one command message and publishes its results.
+async fn run_one(message: &Message, registry: &Registry, publisher: &Publisher) {
+    let command = match decode_command_slice(&message.payload) {
+        Ok(command) => command,
+        Err(failure) => {
+            let result = failure.to_result();
+            if subjects::is_valid_id(&result.command_id) {
+                publisher
+                    .publish_all(ResultStream::from_result(result))
+                    .await;
+            } else {
+                tracing::warn!(subject = %message.subject, "dropped a command with no usable id: {failure}");
+            }
+            return;
+        }
+    };
+    if !subjects::is_valid_id(command.command_id()) {
+        tracing::warn!(
+            id = command.command_id(),
+            "dropped a command whose id is not a subject token"
+        );
+        return;
+    }
+    let stream = start(registry, command).await;
+    publisher.publish_all(stream).await;
+}
+
+/// Starts `command`; a refusal becomes a one-message stream.
+async fn start(registry: &Registry, command: Command) -> ResultStream {
+    let id = command.command_id().to_owned();
+    let command_type = command.command_type();
+    registry
+        .execute(command)
+        .await
+        .unwrap_or_else(|e: SubmitError| {
+            ResultStream::from_result(e.to_result(&id, command_type.as_str()))
+        })
+}
+
+/// Cancels commands named on `cmdr.cancel.<id>`.
+async fn listen_for_cancels(mut cancels: async_nats::Subscriber, registry: Registry) {
+    while let Some(message) = cancels.next().await {
+        if let Some(id) = subjects::id_of(&message.subject) {
+            if registry.cancel(id) {
+                tracing::info!(command_id = id, "cancelled over the bus");
+            }
+        }
+    }
+}
+
+/// Publishes results on their command's subject, split to fit `max_payload`.
+#[derive(Clone)]
+struct Publisher {
+    client: Client,
+}
+
+impl Publisher {
+    fn new(client: Client) -> Self {
+        Self { client }
+    }
+
+    /// Publishes every message of `stream`, in order. If publishing fails, the stream is
+    /// dropped, which stops the command.
+    async fn publish_all(&self, mut stream: ResultStream) {
+        let subject = subjects::results(stream.command_id());
+        while let Some(result) = stream.next().await {
+            if let Err(e) = self.publish(&subject, &result).await {
+                tracing::warn!(%subject, "publishing a result failed, stopping the command: {e}");
+                return;
+            }
+        }
+    }
+
+    async fn publish(&self, subject: &str, result: &OutputResult) -> Result<(), String> {
+        let max_payload = self.client.server_info().max_payload.max(64 * 1024);
+        let parts = chunk::encode(result, max_payload).map_err(|e| e.to_string())?;
+        for part in parts {
+            self.client
+                .publish(subject.to_owned(), part.into())
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,107 @@
+//! A real `nats-server` for one test: free port, JetStream, temporary store, killed on
+//! drop. Fails with a clear message when `nats-server` is not installed.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running nats-server.
+pub struct NatsServer {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl NatsServer {
+    /// Starts a server with default limits.
+    pub fn start() -> Self {
+        Self::start_with_config("")
+    }
+
+    /// Starts a server with extra configuration-file text (e.g. `max_payload: 65536`).
+    pub fn start_with_config(extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let config = dir.path().join("nats.conf");
+        let store = dir.path().join("store");
+        std::fs::write(
+            &config,
+            format!(
+                "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {:?} }}\n{extra}\n",
+                store.display().to_string()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("nats-server")
+            .arg("-c")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start nats-server ({e}): install it with `apt-get install nats-server` \
+                     (scripts/ci-deps.sh does this for CI)"
+                )
+            });
+        let server = Self {
+            child,
+            port,
+            _dir: dir,
+        };
+        server.wait_until_listening();
+        server
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    fn wait_until_listening(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "nats-server did not start listening"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits until a command published now would reach a worker (its queue subscription is
+    /// known to the server): a request on a probe subject the worker never answers gets
+    /// "no responders" until then.
+    pub async fn wait_for_subscribers(&self, client: &async_nats::Client) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let probe = async_nats::Request::new()
+                .payload("{}".into())
+                .timeout(Some(Duration::from_millis(200)));
+            match client.send_request("cmdr.commands.PROBE", probe).await {
+                Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {}
+                _ => return,
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no worker subscribed"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
