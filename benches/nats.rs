@@ -1,0 +1,2 @@
+//! NATS transport benchmarks (being written).
+fn main() {}
