@@ -19,7 +19,7 @@ pub struct Outcome {
     /// What went wrong (empty on success).
     pub error: String,
     /// Stable code of `error`, when there is one.
-    pub error_code: Option<&'static str>,
+    pub error_code: Option<String>,
     /// Final data, for commands that do not stream (e.g. a listing).
     pub result_data: String,
     /// Exit status of a process, when one ran and exited normally.
@@ -58,8 +58,8 @@ impl Outcome {
     }
 
     /// Sets the stable error code.
-    pub fn with_error_code(mut self, code: &'static str) -> Self {
-        self.error_code = Some(code);
+    pub fn with_error_code(mut self, code: impl Into<String>) -> Self {
+        self.error_code = Some(code.into());
         self
     }
 }

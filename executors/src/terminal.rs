@@ -49,7 +49,7 @@ fn from_outcome(command_id: &str, command_type: CommandType, outcome: Outcome) -
         message: outcome.message,
         error: outcome.error,
         result_data: outcome.result_data,
-        error_code: outcome.error_code.map(str::to_owned),
+        error_code: outcome.error_code,
         exit_code: outcome.exit_code,
         final_cwd: outcome.final_cwd,
         duration_ms: None,

@@ -8,6 +8,7 @@
 //! - [`worker`]: the worker loop (`cmdr worker`).
 //! - [`input`]: `REQUEST_USER_INPUT` on a worker, asked of the producer over the bus.
 //! - [`producer`]: the client a producer uses (`cmdr submit`): submit, cancel, answer.
+//! - [`remote`]: an executor that runs a local registry's commands on the pool.
 //!
 //! Core mode (this module today) is at-most-once: a worker that dies mid-command loses
 //! it, and the producer learns nothing more. Durable mode (JetStream) is the answer to
@@ -16,6 +17,7 @@
 pub mod chunk;
 pub mod input;
 pub mod producer;
+pub mod remote;
 pub mod subjects;
 pub mod wire;
 pub mod worker;

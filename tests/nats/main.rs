@@ -7,6 +7,7 @@
 
 mod bus;
 mod cli;
+mod remote;
 mod server;
 
 use std::sync::Arc;

@@ -1,0 +1,84 @@
+//! A local registry whose executors are remote: the same streams as local execution, with
+//! cancellation forwarded to the worker.
+
+use cmdr::nats::remote::RemoteExecutor;
+use cmdr_executors::decode_command;
+use futures_util::StreamExt;
+
+use super::{assert_ok, collect, data, producer, terminal, NatsServer, Worker};
+
+#[tokio::test]
+async fn a_registry_of_remote_executors_runs_commands_on_the_pool() {
+    let server = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let _worker = Worker::start(&server, Some(dir.path())).await;
+    let registry = RemoteExecutor::registry(producer(&server).await);
+    let c =
+        decode_command(r#"{"commandType":"BASH_EXEC","command":"echo one; echo two >&2; pwd"}"#)
+            .unwrap();
+    let messages = collect(registry.execute(c).await.unwrap()).await;
+    assert_ok(&messages);
+    let expected_dir = dir.path().display().to_string();
+    assert!(
+        data(&messages).contains(&expected_dir),
+        "ran on the worker: {messages:?}"
+    );
+    let end = terminal(&messages);
+    assert_eq!(end.exit_code, Some(0));
+    assert_eq!(end.final_cwd.as_deref(), Some(expected_dir.as_str()));
+    assert!(end.duration_ms.is_some());
+
+    let failing = decode_command(r#"{"commandType":"BASH_EXEC","command":"exit 7"}"#).unwrap();
+    let messages = collect(registry.execute(failing).await.unwrap()).await;
+    assert_eq!(terminal(&messages).exit_code, Some(7));
+    assert_eq!(
+        terminal(&messages).error_code.as_deref(),
+        Some("EXIT_STATUS")
+    );
+}
+
+#[tokio::test]
+async fn cancelling_locally_cancels_remotely() {
+    let server = NatsServer::start();
+    let _worker = Worker::start(&server, None).await;
+    let registry = RemoteExecutor::registry(producer(&server).await);
+    let watcher = async_nats::connect(server.url()).await.unwrap();
+    let mut remote_results = watcher.subscribe("cmdr.results.rc-1").await.unwrap();
+    let c = decode_command(
+        r#"{"command_id":"rc-1","commandType":"BASH_EXEC","command":"echo go; sleep 1000"}"#,
+    )
+    .unwrap();
+    let mut stream = registry.execute(c).await.unwrap();
+    assert_eq!(stream.next().await.unwrap().result_data, "go\n");
+    assert!(registry.cancel("rc-1"));
+    let rest = collect(stream).await;
+    assert_eq!(terminal(&rest).error_code.as_deref(), Some("CANCELLED"));
+    let mut remote_terminal = None;
+    while let Some(m) = tokio::time::timeout(super::PATIENCE, remote_results.next())
+        .await
+        .unwrap()
+    {
+        let r: cmdr_executors::OutputResult = serde_json::from_slice(&m.payload).unwrap();
+        if r.status.is_terminal() {
+            remote_terminal = Some(r);
+            break;
+        }
+    }
+    assert_eq!(
+        remote_terminal.unwrap().error_code.as_deref(),
+        Some("CANCELLED"),
+        "the worker stopped it too"
+    );
+}
+
+#[tokio::test]
+async fn without_workers_the_local_command_fails_clearly() {
+    let server = NatsServer::start();
+    let registry = RemoteExecutor::registry(producer(&server).await);
+    let c = decode_command(r#"{"commandType":"LIST_DIRECTORY","path":"/"}"#).unwrap();
+    let messages = collect(registry.execute(c).await.unwrap()).await;
+    assert_eq!(
+        terminal(&messages).error_code.as_deref(),
+        Some("NO_WORKERS")
+    );
+}
