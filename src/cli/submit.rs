@@ -19,6 +19,10 @@ pub struct SubmitArgs {
     /// Print one combined result per command instead of every message.
     #[arg(long)]
     pub combine: bool,
+    /// Durable mode: store commands in JetStream (they wait for a worker, and are
+    /// de-duplicated by id) and read results from the start (see docs/nats.md).
+    #[arg(long)]
+    pub durable: bool,
     /// Keep up to N commands in flight.
     #[arg(long, short = 'j', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub jobs: u32,
@@ -33,7 +37,18 @@ pub async fn run(args: SubmitArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let producer = Producer::new(client).with_input_broker(Arc::new(TtyInput::default()));
+    let producer = if args.durable {
+        match Producer::durable(client).await {
+            Ok(producer) => producer,
+            Err(e) => {
+                eprintln!("cmdr submit: {e}");
+                return EXIT_USAGE;
+            }
+        }
+    } else {
+        Producer::new(client)
+    };
+    let producer = producer.with_input_broker(Arc::new(TtyInput::default()));
     let options = RunOptions {
         combine: args.combine,
         jobs: args.jobs,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use cmdr_executors::{Registry, RegistryConfig};
 
 use super::{connect, shutdown_signal, EXIT_OK, EXIT_USAGE};
+use crate::nats::durable::DurableSettings;
 use crate::nats::input::NatsInput;
 use crate::nats::subjects;
 use crate::nats::worker::{self, WorkerOptions};
@@ -25,6 +26,15 @@ pub struct WorkerArgs {
     /// On shutdown, seconds running commands may go on before they are cancelled.
     #[arg(long, default_value_t = 10)]
     pub grace_secs: u64,
+    /// Durable mode: take commands from the JetStream work queue (see docs/nats.md).
+    #[arg(long)]
+    pub durable: bool,
+    /// Durable mode: seconds without progress before a command is redelivered.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ack_wait_secs: u64,
+    /// Durable mode: deliveries of one command before it is failed.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_attempts: u32,
 }
 
 /// Runs `cmdr worker`; returns the exit status.
@@ -44,12 +54,18 @@ pub async fn run(args: WorkerArgs) -> u8 {
         queue: args.queue,
         jobs: args.jobs as usize,
         shutdown_grace: Duration::from_secs(args.grace_secs),
+        durable: args.durable.then(|| DurableSettings {
+            ack_wait: Duration::from_secs(args.ack_wait_secs),
+            max_attempts: args.max_attempts,
+            ..DurableSettings::default()
+        }),
     };
     eprintln!(
-        "cmdr worker: serving {} (queue {}, {} jobs) on {}",
+        "cmdr worker: serving {} (queue {}, {} jobs, {} mode) on {}",
         subjects::COMMANDS_ALL,
         options.queue,
         options.jobs,
+        if args.durable { "durable" } else { "core" },
         args.nats
     );
     match worker::run(client, registry, options, shutdown_signal()).await {

@@ -15,8 +15,11 @@
 //! that and is described in `docs/nats.md`.
 
 pub mod chunk;
+pub mod durable;
+mod durable_worker;
 pub mod input;
 pub mod producer;
+mod publish;
 pub mod remote;
 pub mod subjects;
 pub mod wire;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use async_nats::jetstream::{self, consumer::pull, consumer::DeliverPolicy};
 use async_nats::{Client, Request, RequestErrorKind, Subject, Subscriber};
 use cmdr_executors::{
     decode_command, Command, ExecutionStatus, InputBroker, InputRequest, OutputResult,
@@ -22,6 +23,7 @@ use dashmap::DashMap;
 use futures_core::Stream;
 use futures_util::StreamExt;
 
+use super::durable::{ensure_streams, DurableSettings, RESULTS_STREAM};
 use super::subjects;
 use super::wire::{InputAnswer, InputQuestion};
 
@@ -69,6 +71,8 @@ fn nats_error(e: impl std::fmt::Display) -> ProducerError {
 #[derive(Clone)]
 pub struct Producer {
     client: Client,
+    /// Durable mode: commands go through JetStream, results are read from `CMDR_RESULTS`.
+    js: Option<jetstream::Context>,
     /// Reply subjects of questions waiting for an answer, by command id.
     questions: Arc<DashMap<String, Subject>>,
     broker: Option<Arc<dyn InputBroker>>,
@@ -79,9 +83,24 @@ impl Producer {
     pub fn new(client: Client) -> Self {
         Self {
             client,
+            js: None,
             questions: Arc::default(),
             broker: None,
         }
+    }
+
+    /// A durable-mode producer: commands are stored in `CMDR_COMMANDS` (de-duplicated by
+    /// id) even while no worker runs, and results are read from `CMDR_RESULTS` from the
+    /// start, so nothing is missed across reconnects. Creates the streams if missing.
+    pub async fn durable(client: Client) -> Result<Self, ProducerError> {
+        let js = jetstream::new(client.clone());
+        ensure_streams(&js, &DurableSettings::default())
+            .await
+            .map_err(nats_error)?;
+        Ok(Self {
+            js: Some(js),
+            ..Self::new(client)
+        })
     }
 
     /// Questions are answered by `broker` (e.g. the terminal) as they arrive.
@@ -96,22 +115,13 @@ impl Producer {
         if !subjects::is_valid_id(&id) {
             return Err(ProducerError::InvalidId(id));
         }
-        let results = self.subscribe(subjects::results(&id)).await?;
+        let results = self.results_of(&id).await?;
         let questions = self.subscribe(subjects::input(&id)).await?;
         let payload = serde_json::to_vec(&command).map_err(nats_error)?;
         let subject = subjects::command(command.command_type().as_str());
-        let request = Request::new()
-            .payload(payload.into())
-            .timeout(Some(ACCEPT_TIMEOUT));
-        match self.client.send_request(subject.clone(), request).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == RequestErrorKind::NoResponders => {
-                return Err(ProducerError::NoWorkers(subject))
-            }
-            Err(e) if e.kind() == RequestErrorKind::TimedOut => {
-                return Err(ProducerError::NotAccepted(ACCEPT_TIMEOUT))
-            }
-            Err(e) => return Err(nats_error(e)),
+        match &self.js {
+            Some(js) => publish_durably(js, subject, &id, payload).await?,
+            None => self.request_core(subject, payload).await?,
         }
         Ok(RemoteStream {
             command_id: id,
@@ -121,6 +131,58 @@ impl Producer {
             producer: self.clone(),
             done: false,
         })
+    }
+
+    /// Durable mode: the results of `command_id` from the first one on (e.g. after this
+    /// producer restarted), ending after the terminal one.
+    pub async fn replay(&self, command_id: &str) -> Result<RemoteStream, ProducerError> {
+        if !subjects::is_valid_id(command_id) {
+            return Err(ProducerError::InvalidId(command_id.to_owned()));
+        }
+        Ok(RemoteStream {
+            command_id: command_id.to_owned(),
+            command_type: String::new(),
+            results: self.results_of(command_id).await?,
+            questions: self.subscribe(subjects::input(command_id)).await?,
+            producer: self.clone(),
+            done: false,
+        })
+    }
+
+    /// Where the results of `id` are read from: a plain subscription (core mode) or an
+    /// ordered consumer over `CMDR_RESULTS` from the start (durable mode).
+    async fn results_of(&self, id: &str) -> Result<Results, ProducerError> {
+        let Some(js) = &self.js else {
+            return Ok(Results::Core(self.subscribe(subjects::results(id)).await?));
+        };
+        let stream = js.get_stream(RESULTS_STREAM).await.map_err(nats_error)?;
+        let consumer = stream
+            .create_consumer(pull::OrderedConfig {
+                filter_subject: subjects::results(id),
+                deliver_policy: DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .map_err(nats_error)?;
+        let messages = consumer.messages().await.map_err(nats_error)?;
+        Ok(Results::Durable(Box::new(messages)))
+    }
+
+    /// Core mode: publish as a request a worker acknowledges.
+    async fn request_core(&self, subject: String, payload: Vec<u8>) -> Result<(), ProducerError> {
+        let request = Request::new()
+            .payload(payload.into())
+            .timeout(Some(ACCEPT_TIMEOUT));
+        match self.client.send_request(subject.clone(), request).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == RequestErrorKind::NoResponders => {
+                Err(ProducerError::NoWorkers(subject))
+            }
+            Err(e) if e.kind() == RequestErrorKind::TimedOut => {
+                Err(ProducerError::NotAccepted(ACCEPT_TIMEOUT))
+            }
+            Err(e) => Err(nats_error(e)),
+        }
     }
 
     /// Like [`Producer::submit`] for JSON text; never fails: bad input or a failed
@@ -199,6 +261,26 @@ impl Producer {
     }
 }
 
+/// Durable mode: store the command, de-duplicated by its id.
+async fn publish_durably(
+    js: &jetstream::Context,
+    subject: String,
+    id: &str,
+    payload: Vec<u8>,
+) -> Result<(), ProducerError> {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+    let ack = js
+        .publish_with_headers(subject, headers, payload.into())
+        .await
+        .map_err(nats_error)?;
+    let ack = ack.await.map_err(nats_error)?;
+    if ack.duplicate {
+        tracing::info!(command_id = id, "already submitted; following its results");
+    }
+    Ok(())
+}
+
 async fn answer(client: &Client, reply: Subject, value: String) -> Result<(), ProducerError> {
     let body = serde_json::to_vec(&InputAnswer { value }).map_err(nats_error)?;
     client
@@ -227,7 +309,7 @@ fn rejected(command_id: &str, command_type: &str, e: &ProducerError) -> OutputRe
 pub struct RemoteStream {
     command_id: String,
     command_type: String,
-    results: Subscriber,
+    results: Results,
     questions: Subscriber,
     producer: Producer,
     done: bool,
@@ -261,12 +343,16 @@ impl Stream for RemoteStream {
             let id = self.command_id.clone();
             self.producer.take_question(&id, question);
         }
-        match self.results.poll_next_unpin(cx) {
-            Poll::Ready(Some(message)) => {
-                let result = serde_json::from_slice::<OutputResult>(&message.payload)
+        match self.results.poll_payload(cx) {
+            Poll::Ready(Some(Ok(payload))) => {
+                let result = serde_json::from_slice::<OutputResult>(&payload)
                     .unwrap_or_else(|e| self.lost(&format!("malformed result: {e}")));
                 self.done = result.status.is_terminal();
                 Poll::Ready(Some(result))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.done = true;
+                Poll::Ready(Some(self.lost(&format!("reading results: {e}"))))
             }
             Poll::Ready(None) => {
                 self.done = true;
@@ -286,6 +372,23 @@ impl Drop for RemoteStream {
         let (producer, id) = (self.producer.clone(), self.command_id.clone());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move { producer.cancel(&id).await });
+        }
+    }
+}
+
+/// Where a [`RemoteStream`]'s results come from.
+enum Results {
+    Core(Subscriber),
+    Durable(Box<pull::Ordered>),
+}
+
+impl Results {
+    fn poll_payload(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<bytes::Bytes, String>>> {
+        match self {
+            Results::Core(sub) => sub.poll_next_unpin(cx).map(|m| m.map(|m| Ok(m.payload))),
+            Results::Durable(ordered) => ordered
+                .poll_next_unpin(cx)
+                .map(|m| m.map(|m| m.map(|m| m.message.payload).map_err(|e| e.to_string()))),
         }
     }
 }

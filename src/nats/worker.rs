@@ -14,14 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::{Client, Message};
-use cmdr_executors::{
-    decode_command_slice, Command, OutputResult, Registry, ResultStream, SubmitError,
-};
+use cmdr_executors::{decode_command_slice, Command, Registry, ResultStream, SubmitError};
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::task::TaskTracker;
 
-use super::chunk;
+use super::durable::{DurableError, DurableSettings};
+use super::publish::Publisher;
 use super::subjects;
 use super::wire::Accepted;
 
@@ -34,6 +33,8 @@ pub struct WorkerOptions {
     pub jobs: usize,
     /// On shutdown, how long running commands may go on before they are cancelled.
     pub shutdown_grace: Duration,
+    /// Durable mode (JetStream) with these settings; core mode when `None`.
+    pub durable: Option<DurableSettings>,
 }
 
 impl Default for WorkerOptions {
@@ -42,6 +43,7 @@ impl Default for WorkerOptions {
             queue: subjects::DEFAULT_QUEUE.to_owned(),
             jobs: 16,
             shutdown_grace: Duration::from_secs(10),
+            durable: None,
         }
     }
 }
@@ -57,6 +59,9 @@ pub enum WorkerError {
         /// The client's error.
         source: async_nats::SubscribeError,
     },
+    /// Durable mode could not set up its streams or consumer.
+    #[error(transparent)]
+    Durable(#[from] DurableError),
 }
 
 impl WorkerError {
@@ -64,6 +69,7 @@ impl WorkerError {
     pub fn code(&self) -> &'static str {
         match self {
             WorkerError::Subscribe { .. } => "NATS_SUBSCRIBE_FAILED",
+            WorkerError::Durable(e) => e.code(),
         }
     }
 }
@@ -75,6 +81,9 @@ pub async fn run(
     options: WorkerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), WorkerError> {
+    if let Some(settings) = options.durable.clone() {
+        return super::durable_worker::run(client, registry, options, settings, shutdown).await;
+    }
     let subscribe_error = |subject| move |source| WorkerError::Subscribe { subject, source };
     let commands = client
         .queue_subscribe(subjects::COMMANDS_ALL, options.queue.clone())
@@ -88,7 +97,7 @@ pub async fn run(
     let cancel_listener = tokio::spawn(listen_for_cancels(cancels, registry.clone()));
     let (queue, mut queued) = mpsc::unbounded_channel();
     let reader = tokio::spawn(accept(commands, client.clone(), queue));
-    let publisher = Publisher::new(client.clone());
+    let publisher = Publisher::core(client.clone());
     let dispatcher = dispatch(
         &mut queued,
         registry.clone(),
@@ -163,7 +172,16 @@ async fn dispatch(
 
 /// Runs one command message and publishes its results.
 async fn run_one(message: &Message, registry: &Registry, publisher: &Publisher) {
-    let command = match decode_command_slice(&message.payload) {
+    if let Some(command) = decode_or_answer(&message.payload, publisher).await {
+        let stream = start(registry, command).await;
+        publisher.publish_all(stream).await;
+    }
+}
+
+/// Decodes a command; answers an undecodable one on its results subject when an id can
+/// be read (else logs it). `None` when there is nothing to run.
+pub(super) async fn decode_or_answer(payload: &[u8], publisher: &Publisher) -> Option<Command> {
+    let command = match decode_command_slice(payload) {
         Ok(command) => command,
         Err(failure) => {
             let result = failure.to_result();
@@ -172,9 +190,9 @@ async fn run_one(message: &Message, registry: &Registry, publisher: &Publisher) 
                     .publish_all(ResultStream::from_result(result))
                     .await;
             } else {
-                tracing::warn!(subject = %message.subject, "dropped a command with no usable id: {failure}");
+                tracing::warn!("dropped a command with no usable id: {failure}");
             }
-            return;
+            return None;
         }
     };
     if !subjects::is_valid_id(command.command_id()) {
@@ -182,14 +200,13 @@ async fn run_one(message: &Message, registry: &Registry, publisher: &Publisher) 
             id = command.command_id(),
             "dropped a command whose id is not a subject token"
         );
-        return;
+        return None;
     }
-    let stream = start(registry, command).await;
-    publisher.publish_all(stream).await;
+    Some(command)
 }
 
 /// Starts `command`; a refusal becomes a one-message stream.
-async fn start(registry: &Registry, command: Command) -> ResultStream {
+pub(super) async fn start(registry: &Registry, command: Command) -> ResultStream {
     let id = command.command_id().to_owned();
     let command_type = command.command_type();
     registry
@@ -201,48 +218,12 @@ async fn start(registry: &Registry, command: Command) -> ResultStream {
 }
 
 /// Cancels commands named on `cmdr.cancel.<id>`.
-async fn listen_for_cancels(mut cancels: async_nats::Subscriber, registry: Registry) {
+pub(super) async fn listen_for_cancels(mut cancels: async_nats::Subscriber, registry: Registry) {
     while let Some(message) = cancels.next().await {
         if let Some(id) = subjects::id_of(&message.subject) {
             if registry.cancel(id) {
                 tracing::info!(command_id = id, "cancelled over the bus");
             }
         }
-    }
-}
-
-/// Publishes results on their command's subject, split to fit `max_payload`.
-#[derive(Clone)]
-struct Publisher {
-    client: Client,
-}
-
-impl Publisher {
-    fn new(client: Client) -> Self {
-        Self { client }
-    }
-
-    /// Publishes every message of `stream`, in order. If publishing fails, the stream is
-    /// dropped, which stops the command.
-    async fn publish_all(&self, mut stream: ResultStream) {
-        let subject = subjects::results(stream.command_id());
-        while let Some(result) = stream.next().await {
-            if let Err(e) = self.publish(&subject, &result).await {
-                tracing::warn!(%subject, "publishing a result failed, stopping the command: {e}");
-                return;
-            }
-        }
-    }
-
-    async fn publish(&self, subject: &str, result: &OutputResult) -> Result<(), String> {
-        let max_payload = self.client.server_info().max_payload.max(64 * 1024);
-        let parts = chunk::encode(result, max_payload).map_err(|e| e.to_string())?;
-        for part in parts {
-            self.client
-                .publish(subject.to_owned(), part.into())
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(())
     }
 }

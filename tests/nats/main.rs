@@ -7,6 +7,7 @@
 
 mod bus;
 mod cli;
+mod durable;
 mod remote;
 mod server;
 

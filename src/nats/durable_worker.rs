@@ -1,0 +1,191 @@
+//! The durable worker loop: commands come from the `CMDR_COMMANDS` work queue through a
+//! shared pull consumer, one message per free slot (a busy worker never hoards messages
+//! that idle workers could run).
+//!
+//! Per command: progress acks every third of `ack_wait` while it runs (so a long command
+//! is not redelivered); results published as in core mode, the terminal one confirmed
+//! stored in `CMDR_RESULTS`; then the message is acknowledged. A worker that dies leaves
+//! the message unacknowledged: after `ack_wait` it is redelivered to another worker, which
+//! says so in the output before running it again. After `max_attempts` deliveries the
+//! command is failed with `REDELIVERY_LIMIT`. Stopped by this worker's shutdown, a
+//! command is not failed but handed back (NAK) for another worker to run.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
+use async_nats::Client;
+use cmdr_executors::{ExecutionStatus, OutputResult, Registry, ResultStream};
+use futures_util::StreamExt;
+use tokio::sync::Semaphore;
+use tokio_util::task::TaskTracker;
+
+use super::durable::{ensure_consumer, ensure_streams, DurableSettings};
+use super::publish::{Published, Publisher};
+use super::subjects;
+use super::worker::{decode_or_answer, listen_for_cancels, start, WorkerError, WorkerOptions};
+
+/// How long one pull waits for a command before asking again.
+const PULL_WAIT: Duration = Duration::from_secs(5);
+/// Pause after a failed pull (server restarting …).
+const PULL_RETRY: Duration = Duration::from_millis(500);
+
+/// Runs a durable worker until `shutdown` resolves.
+pub(super) async fn run(
+    client: Client,
+    registry: Registry,
+    options: WorkerOptions,
+    settings: DurableSettings,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), WorkerError> {
+    let js = jetstream::new(client.clone());
+    ensure_streams(&js, &settings).await?;
+    let consumer = ensure_consumer(&js, &options.queue, &settings).await?;
+    let cancels = client
+        .subscribe(subjects::CANCEL_ALL)
+        .await
+        .map_err(|source| WorkerError::Subscribe {
+            subject: subjects::CANCEL_ALL,
+            source,
+        })?;
+    let cancel_listener = tokio::spawn(listen_for_cancels(cancels, registry.clone()));
+    let publisher = Publisher::durable(client.clone(), js);
+    let tracker = TaskTracker::new();
+    let slots = Arc::new(Semaphore::new(options.jobs.max(1)));
+    let settings = Arc::new(settings);
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot { Ok(s) => s, Err(_) => break },
+            () = &mut shutdown => break,
+        };
+        let message = tokio::select! {
+            message = pull_one(&consumer) => message,
+            () = &mut shutdown => break,
+        };
+        let (registry, publisher, settings) =
+            (registry.clone(), publisher.clone(), settings.clone());
+        tracker.spawn(async move {
+            run_one(message, &registry, &publisher, &settings).await;
+            drop(slot);
+        });
+    }
+    tracing::info!("durable worker shutting down");
+    registry.shutdown(options.shutdown_grace).await;
+    tracker.close();
+    tracker.wait().await;
+    cancel_listener.abort();
+    if let Err(e) = client.flush().await {
+        tracing::warn!("flushing on shutdown: {e}");
+    }
+    Ok(())
+}
+
+/// Waits for the next command (one message), retrying through errors.
+async fn pull_one(consumer: &PullConsumer) -> jetstream::Message {
+    loop {
+        let batch = consumer
+            .batch()
+            .max_messages(1)
+            .expires(PULL_WAIT)
+            .messages()
+            .await;
+        match batch {
+            Ok(mut batch) => match batch.next().await {
+                Some(Ok(message)) => return message,
+                Some(Err(e)) => tracing::debug!("pulling a command: {e}"),
+                None => continue,
+            },
+            Err(e) => tracing::debug!("pulling a command: {e}"),
+        }
+        tokio::time::sleep(PULL_RETRY).await;
+    }
+}
+
+/// Runs one delivered command and settles its message.
+async fn run_one(
+    message: jetstream::Message,
+    registry: &Registry,
+    publisher: &Publisher,
+    settings: &DurableSettings,
+) {
+    let heartbeat = tokio::spawn(keep_alive(message.clone(), settings.ack_wait / 3));
+    let outcome = run_delivery(&message, registry, publisher, settings).await;
+    heartbeat.abort();
+    let settled = match outcome {
+        Published::Complete => message.double_ack().await,
+        Published::Redeliver | Published::Failed => message.ack_with(AckKind::Nak(None)).await,
+    };
+    if let Err(e) = settled {
+        tracing::warn!("settling a command message: {e}");
+    }
+}
+
+async fn run_delivery(
+    message: &jetstream::Message,
+    registry: &Registry,
+    publisher: &Publisher,
+    settings: &DurableSettings,
+) -> Published {
+    let Some(command) = decode_or_answer(&message.payload, publisher).await else {
+        return Published::Complete;
+    };
+    let attempt = message.info().map(|i| i.delivered).unwrap_or(1).max(1);
+    let limit = i64::from(settings.max_attempts);
+    let id = command.command_id().to_owned();
+    let command_type = command.command_type().as_str().to_owned();
+    if attempt > limit {
+        let result = gave_up(&id, &command_type, limit);
+        return publisher
+            .publish_all(ResultStream::from_result(result))
+            .await;
+    }
+    if attempt > 1 {
+        let note = restart_note(&id, &command_type, attempt, limit);
+        if let Err(e) = publisher.publish(&subjects::results(&id), &note).await {
+            tracing::warn!("announcing a redelivery: {e}");
+        }
+    }
+    publisher.publish_all(start(registry, command).await).await
+}
+
+/// Marks the message in progress until aborted.
+async fn keep_alive(message: jetstream::Message, every: Duration) {
+    let every = every.max(Duration::from_millis(100));
+    loop {
+        tokio::time::sleep(every).await;
+        if let Err(e) = message.ack_with(AckKind::Progress).await {
+            tracing::debug!("progress ack: {e}");
+        }
+    }
+}
+
+/// The line a redelivered command's output starts with, so whoever reads the combined
+/// output knows the text before it came from an abandoned attempt.
+fn restart_note(id: &str, command_type: &str, attempt: i64, limit: i64) -> OutputResult {
+    let mut note = gave_up(id, command_type, limit);
+    note.status = ExecutionStatus::Running;
+    note.message = format!("Redelivered: attempt {attempt} of {limit}.");
+    note.error = String::new();
+    note.error_code = None;
+    note.result_data = format!(
+        "\n[cmdr: the worker running this command stopped; running it again on another worker, attempt {attempt} of {limit}]\n"
+    );
+    note
+}
+
+fn gave_up(id: &str, command_type: &str, limit: i64) -> OutputResult {
+    OutputResult {
+        command_id: id.to_owned(),
+        command_type: command_type.to_owned(),
+        status: ExecutionStatus::Failed,
+        message: "Command abandoned.".to_owned(),
+        error: format!("workers stopped while running this command {limit} times; not retried"),
+        result_data: String::new(),
+        error_code: Some("REDELIVERY_LIMIT".to_owned()),
+        exit_code: None,
+        final_cwd: None,
+        duration_ms: None,
+    }
+}

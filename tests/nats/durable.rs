@@ -1,0 +1,202 @@
+//! Durable mode (JetStream): stored commands, replayable results, de-duplication, and
+//! redelivery when a worker dies (real `cmdr worker --durable` processes, SIGKILLed).
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use cmdr::nats::durable::{DurableSettings, COMMANDS_STREAM};
+use cmdr::nats::producer::Producer;
+use cmdr::nats::worker::{self, WorkerOptions};
+use cmdr_executors::{decode_command, ExecutionStatus, Registry};
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::{assert_ok, collect, data, terminal, NatsServer, PATIENCE};
+
+fn settings() -> DurableSettings {
+    DurableSettings {
+        ack_wait: Duration::from_secs(1),
+        ..DurableSettings::default()
+    }
+}
+
+/// An in-process durable worker; stops when the token is cancelled.
+async fn durable_worker(server: &NatsServer) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let stop = CancellationToken::new();
+    let until = stop.clone();
+    let options = WorkerOptions {
+        durable: Some(settings()),
+        shutdown_grace: Duration::from_millis(200),
+        ..WorkerOptions::default()
+    };
+    let task = tokio::spawn(async move {
+        worker::run(
+            client,
+            Registry::with_defaults(),
+            options,
+            until.cancelled_owned(),
+        )
+        .await
+        .unwrap();
+    });
+    (stop, task)
+}
+
+/// A `cmdr worker --durable` process, killed on drop.
+struct WorkerProcess(Child);
+
+impl WorkerProcess {
+    fn start(server: &NatsServer, max_attempts: u32) -> Self {
+        let child = Command::new(assert_cmd::cargo::cargo_bin("cmdr"))
+            .args([
+                "worker",
+                "--durable",
+                "--ack-wait-secs",
+                "1",
+                "--nats",
+                &server.url(),
+            ])
+            .args(["--max-attempts", &max_attempts.to_string()])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Self(child)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn durable_producer(server: &NatsServer) -> Producer {
+    Producer::durable(async_nats::connect(server.url()).await.unwrap())
+        .await
+        .unwrap()
+}
+
+async fn commands_waiting(server: &NatsServer) -> u64 {
+    let js = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let mut stream = js.get_stream(COMMANDS_STREAM).await.unwrap();
+    stream.info().await.unwrap().state.messages
+}
+
+fn command(json: &str) -> cmdr_executors::Command {
+    decode_command(json).unwrap()
+}
+
+#[tokio::test]
+async fn commands_wait_for_a_worker_and_results_replay_from_the_start() {
+    let server = NatsServer::start();
+    let producer = durable_producer(&server).await;
+    let stream = producer
+        .submit(command(
+            r#"{"command_id":"d1","commandType":"BASH_EXEC","command":"echo stored"}"#,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        commands_waiting(&server).await,
+        1,
+        "stored while no worker runs"
+    );
+    let (stop, task) = durable_worker(&server).await;
+    let first = collect(stream).await;
+    assert_ok(&first);
+    assert_eq!(data(&first), "stored\n");
+    let replayed = collect(producer.replay("d1").await.unwrap()).await;
+    assert_eq!(data(&replayed), data(&first));
+    assert_eq!(terminal(&replayed).status, ExecutionStatus::Succeeded);
+    assert_eq!(
+        commands_waiting(&server).await,
+        0,
+        "acknowledged after the terminal result"
+    );
+    stop.cancel();
+    tokio::time::timeout(PATIENCE, task).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn the_same_command_id_submitted_twice_runs_once() {
+    let server = NatsServer::start();
+    let (_stop, _task) = durable_worker(&server).await;
+    let producer = durable_producer(&server).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("runs.log");
+    let json = format!(
+        r#"{{"command_id":"once-1","commandType":"BASH_EXEC","command":"echo ran >> {}; echo ok"}}"#,
+        log.display()
+    );
+    let first = collect(producer.submit(command(&json)).await.unwrap()).await;
+    let second = collect(producer.submit(command(&json)).await.unwrap()).await;
+    assert_ok(&first);
+    assert_eq!(
+        data(&second),
+        data(&first),
+        "the second submission follows the first's results"
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_command_leaves_it_to_another() {
+    let server = NatsServer::start();
+    let mut first = WorkerProcess::start(&server, 3);
+    let producer = durable_producer(&server).await;
+    let mut stream = producer
+        .submit(command(r#"{"command_id":"k1","commandType":"BASH_EXEC","command":"echo start; sleep 2; echo done"}"#))
+        .await
+        .unwrap();
+    let started = tokio::time::timeout(PATIENCE, stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(started.result_data, "start\n");
+    first.kill();
+    let _second = WorkerProcess::start(&server, 3);
+    let rest = collect(stream).await;
+    assert_ok(&rest);
+    let output = data(&rest);
+    assert!(
+        output.contains("attempt 2 of 3"),
+        "the restart is announced: {output:?}"
+    );
+    assert!(output.ends_with("start\ndone\n"), "{output:?}");
+    assert_eq!(commands_waiting(&server).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_delivery_limit_the_command_fails_and_says_why() {
+    let server = NatsServer::start();
+    let mut first = WorkerProcess::start(&server, 1);
+    let producer = durable_producer(&server).await;
+    let mut stream = producer
+        .submit(command(r#"{"command_id":"lim-1","commandType":"BASH_EXEC","command":"echo start; sleep 1000"}"#))
+        .await
+        .unwrap();
+    tokio::time::timeout(PATIENCE, stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    first.kill();
+    let _second = WorkerProcess::start(&server, 1);
+    let rest = collect(stream).await;
+    let end = terminal(&rest);
+    assert_eq!(
+        end.error_code.as_deref(),
+        Some("REDELIVERY_LIMIT"),
+        "{end:?}"
+    );
+    assert_eq!(
+        commands_waiting(&server).await,
+        0,
+        "a poison command is not redelivered forever"
+    );
+}
