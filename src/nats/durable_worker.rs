@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
 use async_nats::Client;
-use cmdr_executors::{ExecutionStatus, OutputResult, Registry, ResultStream};
+use cmdr_executors::{decode_command_slice, ExecutionStatus, OutputResult, Registry, ResultStream};
 use futures_util::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
@@ -113,6 +113,9 @@ async fn run_one(
     let heartbeat = tokio::spawn(keep_alive(message.clone(), settings.ack_wait / 3));
     let outcome = run_delivery(&message, registry, publisher, settings).await;
     heartbeat.abort();
+    if outcome == Published::Redeliver {
+        announce_hand_back(&message, publisher).await;
+    }
     let settled = match outcome {
         Published::Complete => message.double_ack().await,
         Published::Redeliver | Published::Failed => message.ack_with(AckKind::Nak(None)).await,
@@ -148,6 +151,25 @@ async fn run_delivery(
         }
     }
     publisher.publish_all(start(registry, command).await).await
+}
+
+/// Says, in the command's output, that this worker stopped it and another will run it
+/// again (the server does not count a hand-back as a failed delivery, so the next worker
+/// cannot tell).
+async fn announce_hand_back(message: &jetstream::Message, publisher: &Publisher) {
+    let Ok(command) = decode_command_slice(&message.payload) else {
+        return;
+    };
+    let id = command.command_id();
+    let mut note = gave_up(id, command.command_type().as_str(), 0);
+    note.status = ExecutionStatus::Running;
+    note.message = "Handed back: this worker is shutting down.".to_owned();
+    note.error = String::new();
+    note.error_code = None;
+    note.result_data = "\n[cmdr: the worker running this command shut down; it will run again on another worker]\n".to_owned();
+    if let Err(e) = publisher.publish(&subjects::results(id), &note).await {
+        tracing::warn!("announcing a hand-back: {e}");
+    }
 }
 
 /// Marks the message in progress until aborted.

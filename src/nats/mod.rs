@@ -17,6 +17,7 @@
 pub mod chunk;
 pub mod durable;
 mod durable_worker;
+mod follow;
 pub mod input;
 pub mod producer;
 mod publish;

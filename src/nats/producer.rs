@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull, consumer::DeliverPolicy};
+use async_nats::jetstream;
 use async_nats::{Client, Request, RequestErrorKind, Subject, Subscriber};
 use cmdr_executors::{
     decode_command, Command, ExecutionStatus, InputBroker, InputRequest, OutputResult,
@@ -22,8 +22,10 @@ use cmdr_executors::{
 use dashmap::DashMap;
 use futures_core::Stream;
 use futures_util::StreamExt;
+use tokio::sync::mpsc;
 
-use super::durable::{ensure_streams, DurableSettings, RESULTS_STREAM};
+use super::durable::{ensure_streams, DurableSettings};
+use super::follow::{follow, Followed};
 use super::subjects;
 use super::wire::{InputAnswer, InputQuestion};
 
@@ -149,23 +151,13 @@ impl Producer {
         })
     }
 
-    /// Where the results of `id` are read from: a plain subscription (core mode) or an
-    /// ordered consumer over `CMDR_RESULTS` from the start (durable mode).
+    /// Where the results of `id` are read from: a plain subscription (core mode) or a
+    /// follower over `CMDR_RESULTS` from the start, resuming through outages (durable).
     async fn results_of(&self, id: &str) -> Result<Results, ProducerError> {
-        let Some(js) = &self.js else {
-            return Ok(Results::Core(self.subscribe(subjects::results(id)).await?));
-        };
-        let stream = js.get_stream(RESULTS_STREAM).await.map_err(nats_error)?;
-        let consumer = stream
-            .create_consumer(pull::OrderedConfig {
-                filter_subject: subjects::results(id),
-                deliver_policy: DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .map_err(nats_error)?;
-        let messages = consumer.messages().await.map_err(nats_error)?;
-        Ok(Results::Durable(Box::new(messages)))
+        match &self.js {
+            None => Ok(Results::Core(self.subscribe(subjects::results(id)).await?)),
+            Some(js) => Ok(Results::Durable(follow(js.clone(), id))),
+        }
     }
 
     /// Core mode: publish as a request a worker acknowledges.
@@ -343,10 +335,8 @@ impl Stream for RemoteStream {
             let id = self.command_id.clone();
             self.producer.take_question(&id, question);
         }
-        match self.results.poll_payload(cx) {
-            Poll::Ready(Some(Ok(payload))) => {
-                let result = serde_json::from_slice::<OutputResult>(&payload)
-                    .unwrap_or_else(|e| self.lost(&format!("malformed result: {e}")));
+        match self.results.poll_result(cx) {
+            Poll::Ready(Some(Ok(result))) => {
                 self.done = result.status.is_terminal();
                 Poll::Ready(Some(result))
             }
@@ -379,16 +369,19 @@ impl Drop for RemoteStream {
 /// Where a [`RemoteStream`]'s results come from.
 enum Results {
     Core(Subscriber),
-    Durable(Box<pull::Ordered>),
+    Durable(mpsc::Receiver<Followed>),
 }
 
 impl Results {
-    fn poll_payload(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<bytes::Bytes, String>>> {
+    fn poll_result(&mut self, cx: &mut Context<'_>) -> Poll<Option<Followed>> {
         match self {
-            Results::Core(sub) => sub.poll_next_unpin(cx).map(|m| m.map(|m| Ok(m.payload))),
-            Results::Durable(ordered) => ordered
-                .poll_next_unpin(cx)
-                .map(|m| m.map(|m| m.map(|m| m.message.payload).map_err(|e| e.to_string()))),
+            Results::Core(sub) => sub.poll_next_unpin(cx).map(|m| {
+                m.map(|m| {
+                    serde_json::from_slice::<OutputResult>(&m.payload)
+                        .map_err(|e| format!("malformed result: {e}"))
+                })
+            }),
+            Results::Durable(rx) => rx.poll_recv(cx),
         }
     }
 }

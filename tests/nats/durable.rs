@@ -22,11 +22,18 @@ fn settings() -> DurableSettings {
 
 /// An in-process durable worker; stops when the token is cancelled.
 async fn durable_worker(server: &NatsServer) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    durable_worker_with(server, settings()).await
+}
+
+async fn durable_worker_with(
+    server: &NatsServer,
+    settings: DurableSettings,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let client = async_nats::connect(server.url()).await.unwrap();
     let stop = CancellationToken::new();
     let until = stop.clone();
     let options = WorkerOptions {
-        durable: Some(settings()),
+        durable: Some(settings),
         shutdown_grace: Duration::from_millis(200),
         ..WorkerOptions::default()
     };
@@ -57,7 +64,12 @@ impl WorkerProcess {
                 "--nats",
                 &server.url(),
             ])
-            .args(["--max-attempts", &max_attempts.to_string()])
+            .args([
+                "--max-attempts",
+                &max_attempts.to_string(),
+                "--grace-secs",
+                "0",
+            ])
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
@@ -199,4 +211,62 @@ async fn past_the_delivery_limit_the_command_fails_and_says_why() {
         0,
         "a poison command is not redelivered forever"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_server_restart_mid_command_loses_nothing() {
+    let mut server = NatsServer::start();
+    // A long ack_wait: the restart must not look like a dead worker.
+    let long = DurableSettings {
+        ack_wait: Duration::from_secs(20),
+        ..DurableSettings::default()
+    };
+    let (_stop, _task) = durable_worker_with(&server, long).await;
+    let producer = durable_producer(&server).await;
+    let mut stream = producer
+        .submit(command(r#"{"command_id":"r1","commandType":"BASH_EXEC","command":"echo before; sleep 2; echo after"}"#))
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(PATIENCE, stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.result_data, "before\n");
+    server.restart();
+    let rest = collect(stream).await;
+    assert_ok(&rest);
+    assert_eq!(data(&rest), "after\n");
+    let replayed = collect(producer.replay("r1").await.unwrap()).await;
+    assert_eq!(data(&replayed), "before\nafter\n");
+    assert_eq!(commands_waiting(&server).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_shut_down_mid_command_hands_it_back() {
+    let server = NatsServer::start();
+    let mut first = WorkerProcess::start(&server, 3);
+    let producer = durable_producer(&server).await;
+    let mut stream = producer
+        .submit(command(r#"{"command_id":"h1","commandType":"BASH_EXEC","command":"echo start; sleep 2; echo done"}"#))
+        .await
+        .unwrap();
+    tokio::time::timeout(PATIENCE, stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(first.0.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let exited = tokio::task::spawn_blocking(move || first.0.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(exited.success(), "graceful exit");
+    let _second = WorkerProcess::start(&server, 3);
+    let rest = collect(stream).await;
+    assert_ok(&rest);
+    let output = data(&rest);
+    assert!(
+        output.contains("shut down; it will run again"),
+        "the hand-back is announced: {output:?}"
+    );
+    assert!(output.ends_with("start\ndone\n"), "{output:?}");
 }

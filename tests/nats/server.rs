@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 pub struct NatsServer {
     child: Child,
     port: u16,
+    config: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -32,25 +33,22 @@ impl NatsServer {
             ),
         )
         .unwrap();
-        let child = Command::new("nats-server")
-            .arg("-c")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot start nats-server ({e}): install it with `apt-get install nats-server` \
-                     (scripts/ci-deps.sh does this for CI)"
-                )
-            });
         let server = Self {
-            child,
+            child: spawn(&config),
             port,
+            config,
             _dir: dir,
         };
         server.wait_until_listening();
         server
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same port and store.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn(&self.config);
+        self.wait_until_listening();
     }
 
     /// `nats://127.0.0.1:<port>`.
@@ -96,6 +94,21 @@ impl Drop for NatsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn spawn(config: &std::path::Path) -> Child {
+    Command::new("nats-server")
+        .arg("-c")
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start nats-server ({e}): install it with `apt-get install nats-server` \
+                 (scripts/ci-deps.sh does this for CI)"
+            )
+        })
 }
 
 fn free_port() -> u16 {
