@@ -10,9 +10,11 @@
 //! - [`producer`]: the client a producer uses (`cmdr submit`): submit, cancel, answer.
 //! - [`remote`]: an executor that runs a local registry's commands on the pool.
 //!
-//! Core mode (this module today) is at-most-once: a worker that dies mid-command loses
-//! it, and the producer learns nothing more. Durable mode (JetStream) is the answer to
-//! that and is described in `docs/nats.md`.
+//! - [`durable`]: JetStream streams and consumer; `durable_worker`: the durable loop;
+//!   `follow`: reading results through outages; `publish`: publishing result streams.
+//!
+//! Core mode is at most once; durable mode (JetStream) loses nothing when a worker, the
+//! producer or the server restarts. Both are described in `docs/nats.md`.
 
 pub mod chunk;
 pub mod durable;

@@ -270,3 +270,65 @@ async fn a_worker_shut_down_mid_command_hands_it_back() {
     );
     assert!(output.ends_with("start\ndone\n"), "{output:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_durable_commands_over_two_workers_each_end_once() {
+    let server = NatsServer::start();
+    let (_a, _ta) = durable_worker(&server).await;
+    let (_b, _tb) = durable_worker(&server).await;
+    let producer = durable_producer(&server).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..1000 {
+        let producer = producer.clone();
+        tasks.spawn(async move {
+            let json = format!(r#"{{"command_id":"m{i}","commandType":"BASH_EXEC","command":"echo {i}-a; echo {i}-b"}}"#);
+            let messages = collect(producer.submit(command(&json)).await.unwrap()).await;
+            assert_ok(&messages);
+            assert_eq!(data(&messages), format!("{i}-a\n{i}-b\n"));
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    assert_eq!(commands_waiting(&server).await, 0);
+}
+
+#[tokio::test]
+async fn durable_cancel_and_poison_messages() {
+    let server = NatsServer::start();
+    let (_stop, _task) = durable_worker(&server).await;
+    let producer = durable_producer(&server).await;
+    let mut stream = producer
+        .submit(command(
+            r#"{"command_id":"dc-1","commandType":"BASH_EXEC","command":"echo go; sleep 1000"}"#,
+        ))
+        .await
+        .unwrap();
+    tokio::time::timeout(PATIENCE, stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    producer.cancel("dc-1").await.unwrap();
+    assert_eq!(
+        terminal(&collect(stream).await).error_code.as_deref(),
+        Some("CANCELLED")
+    );
+
+    let js = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    for garbage in [
+        &b"not json at all"[..],
+        b"{\"command_id\":\"poison-2\",\"commandType\":",
+    ] {
+        js.publish("cmdr.commands.BASH_EXEC", garbage.to_vec().into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let answered = collect(producer.replay("poison-2").await.unwrap()).await;
+    assert_eq!(
+        terminal(&answered).error_code.as_deref(),
+        Some("MALFORMED_JSON")
+    );
+    super::until_all_acknowledged(&server).await;
+}

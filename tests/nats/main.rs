@@ -132,3 +132,23 @@ pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Waits until the durable commands stream is empty (everything acknowledged).
+pub async fn until_all_acknowledged(server: &NatsServer) {
+    let js = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let mut stream = js
+            .get_stream(cmdr::nats::durable::COMMANDS_STREAM)
+            .await
+            .unwrap();
+        if stream.info().await.unwrap().state.messages == 0 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "commands left unacknowledged"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
