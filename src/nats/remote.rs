@@ -1,6 +1,6 @@
 //! [`RemoteExecutor`]: an executor that runs commands on the worker pool.
 //!
-//! Registered in a local [`Registry`](cmdr_executors::Registry) in place of the local
+//! Registered in a local [`Registry`] in place of the local
 //! executors, it submits each command over NATS, relays the remote `RUNNING` messages
 //! through the local stream, and ends with the remote terminal result — so the agent loop,
 //! HTTP and MCP run commands on the pool without knowing where they run. Cancelling the
