@@ -156,18 +156,7 @@ async fn input_without_a_listening_producer_fails_clearly() {
         .publish("cmdr.commands.REQUEST_USER_INPUT", body.into())
         .await
         .unwrap();
-    let mut last = None;
-    while let Some(m) = tokio::time::timeout(super::PATIENCE, results.next())
-        .await
-        .unwrap()
-    {
-        let r: cmdr_executors::OutputResult = serde_json::from_slice(&m.payload).unwrap();
-        if r.status.is_terminal() {
-            last = Some(r);
-            break;
-        }
-    }
-    let last = last.unwrap();
+    let last = super::terminal_on(&mut results).await;
     assert_eq!(last.error_code.as_deref(), Some("INPUT_UNAVAILABLE"));
     assert!(last.error.contains("cmdr.input.ask-3"), "{last:?}");
 }
@@ -268,16 +257,6 @@ async fn dropping_the_remote_stream_cancels_the_command() {
     let mut stream = producer.submit(c).await.unwrap();
     stream.next().await.unwrap();
     drop(stream);
-    let mut last = None;
-    while let Some(m) = tokio::time::timeout(super::PATIENCE, results.next())
-        .await
-        .unwrap()
-    {
-        let r: cmdr_executors::OutputResult = serde_json::from_slice(&m.payload).unwrap();
-        if r.status.is_terminal() {
-            last = Some(r);
-            break;
-        }
-    }
-    assert_eq!(last.unwrap().error_code.as_deref(), Some("CANCELLED"));
+    let last = super::terminal_on(&mut results).await;
+    assert_eq!(last.error_code.as_deref(), Some("CANCELLED"));
 }

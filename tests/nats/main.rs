@@ -152,3 +152,17 @@ pub async fn until_all_acknowledged(server: &NatsServer) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Reads raw results on a subscription until the terminal one, and returns it.
+pub async fn terminal_on(subscription: &mut async_nats::Subscriber) -> OutputResult {
+    loop {
+        let message = tokio::time::timeout(PATIENCE, subscription.next())
+            .await
+            .expect("a result in time")
+            .expect("the subscription stays open");
+        let result: OutputResult = serde_json::from_slice(&message.payload).unwrap();
+        if result.status.is_terminal() {
+            return result;
+        }
+    }
+}

@@ -3,7 +3,6 @@
 
 use cmdr::nats::remote::RemoteExecutor;
 use cmdr_executors::decode_command;
-use futures_util::StreamExt;
 
 use super::{assert_ok, collect, data, producer, terminal, NatsServer, Worker};
 
@@ -53,19 +52,9 @@ async fn cancelling_locally_cancels_remotely() {
     assert!(registry.cancel("rc-1"));
     let rest = collect(stream).await;
     assert_eq!(terminal(&rest).error_code.as_deref(), Some("CANCELLED"));
-    let mut remote_terminal = None;
-    while let Some(m) = tokio::time::timeout(super::PATIENCE, remote_results.next())
-        .await
-        .unwrap()
-    {
-        let r: cmdr_executors::OutputResult = serde_json::from_slice(&m.payload).unwrap();
-        if r.status.is_terminal() {
-            remote_terminal = Some(r);
-            break;
-        }
-    }
+    let remote_terminal = super::terminal_on(&mut remote_results).await;
     assert_eq!(
-        remote_terminal.unwrap().error_code.as_deref(),
+        remote_terminal.error_code.as_deref(),
         Some("CANCELLED"),
         "the worker stopped it too"
     );
