@@ -23,8 +23,8 @@ const AT_ONCE: usize = 8;
 /// Runs group 2.
 pub fn run(rt: &Runtime, cfg: &Config) -> Result<Vec<Row>, Failure> {
     let registry = rt.block_on(async { Registry::with_defaults() });
-    let seq = cfg.size(60, 20);
-    let per_worker = cfg.size(20, 5);
+    let seq = cfg.size(200, 20);
+    let per_worker = cfg.size(60, 5);
     let total = per_worker * AT_ONCE;
     let cmdr = |r: Registry| move || cmdr_true(r.clone());
     let timings = compare(
