@@ -112,6 +112,15 @@ pub fn decode_command_slice(json: &[u8]) -> Result<Command, DecodeFailure> {
     Ok(command)
 }
 
+/// The `command_id` of a command without decoding the rest (the cheap first pass only),
+/// salvaged from malformed JSON when possible. For routing and acknowledgements.
+pub fn peek_command_id(json: &[u8]) -> Option<String> {
+    match probe(json) {
+        Ok(probe) => probe.command_id.and_then(|v| v.as_str().map(str::to_owned)),
+        Err(failure) => failure.command_id,
+    }
+}
+
 fn probe(json: &[u8]) -> Result<Probe, DecodeFailure> {
     let first = json.iter().find(|b| !b.is_ascii_whitespace());
     let salvaged = || DecodeFailure {

@@ -87,7 +87,9 @@ pub use bash_exec::{
 };
 pub use combine::combine_output_results;
 pub use command::UnknownCommandType;
-pub use decode::{decode_command, decode_command_slice, DecodeError, DecodeFailure};
+pub use decode::{
+    decode_command, decode_command_slice, peek_command_id, DecodeError, DecodeFailure,
+};
 pub use error::ExecError;
 pub use executor::{ExecContext, ExecFuture, Executor, FnExecutor, OutputSink};
 pub use file_read::{FileRead, READ_CHUNK_SIZE};

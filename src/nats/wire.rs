@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 /// a worker took it, or that none is listening.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Accepted {
-    /// The id the command runs under.
+    /// The command's id as sent (empty when the command has none: it then gets one when
+    /// decoded, which the producer — having sent none — cannot follow anyway).
     pub command_id: String,
 }
 

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::{Client, Message};
-use cmdr_executors::{decode_command_slice, Command, Registry, ResultStream, SubmitError};
+use cmdr_executors::{
+    decode_command_slice, peek_command_id, Command, Registry, ResultStream, SubmitError,
+};
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::task::TaskTracker;
@@ -134,9 +136,7 @@ async fn accept(
 ) {
     while let Some(message) = commands.next().await {
         if let Some(reply) = message.reply.clone() {
-            let id = decode_command_slice(&message.payload)
-                .map(|c| c.command_id().to_owned())
-                .unwrap_or_default();
+            let id = peek_command_id(&message.payload).unwrap_or_default();
             if let Ok(body) = serde_json::to_vec(&Accepted { command_id: id }) {
                 if let Err(e) = client.publish(reply, body.into()).await {
                     tracing::warn!("acknowledging a command: {e}");

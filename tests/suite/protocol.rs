@@ -173,3 +173,18 @@ fn malformed_json_is_rejected_and_the_id_salvaged() {
         assert_eq!(failure.error.code(), "MALFORMED_JSON", "{text:?}");
     }
 }
+
+#[test]
+fn the_command_id_can_be_peeked_without_a_full_decode() {
+    use cmdr_executors::peek_command_id;
+    assert_eq!(
+        peek_command_id(br#"{"command_id":"p1","commandType":"BASH_EXEC","command":"ls"}"#)
+            .as_deref(),
+        Some("p1")
+    );
+    assert_eq!(
+        peek_command_id(br#"{"command_id":"p2","commandType":"#).as_deref(),
+        Some("p2")
+    );
+    assert_eq!(peek_command_id(br#"{"commandType":"BASH_EXEC"}"#), None);
+}
