@@ -5,9 +5,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use cmdr::nats::durable::{DurableSettings, COMMANDS_STREAM};
-use cmdr::nats::producer::Producer;
+use cmdr::nats::producer::{Producer, RemoteStream};
 use cmdr::nats::worker::{self, WorkerOptions};
-use cmdr_executors::{decode_command, ExecutionStatus, Registry};
+use cmdr_executors::{decode_command, ExecutionStatus, OutputResult, Registry};
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
@@ -100,6 +100,18 @@ async fn commands_waiting(server: &NatsServer) -> u64 {
     stream.info().await.unwrap().state.messages
 }
 
+/// Submits `json` and waits until its first output message has arrived (the command is
+/// running on a worker); returns that message and the rest of the stream.
+async fn submit_running(producer: &Producer, json: &str) -> (OutputResult, RemoteStream) {
+    let mut stream = producer.submit(command(json)).await.unwrap();
+    let first = tokio::time::timeout(PATIENCE, stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.status, ExecutionStatus::Running, "{first:?}");
+    (first, stream)
+}
+
 fn command(json: &str) -> cmdr_executors::Command {
     decode_command(json).unwrap()
 }
@@ -162,14 +174,7 @@ async fn a_worker_killed_mid_command_leaves_it_to_another() {
     let server = NatsServer::start();
     let mut first = WorkerProcess::start(&server, 3);
     let producer = durable_producer(&server).await;
-    let mut stream = producer
-        .submit(command(r#"{"command_id":"k1","commandType":"BASH_EXEC","command":"echo start; sleep 2; echo done"}"#))
-        .await
-        .unwrap();
-    let started = tokio::time::timeout(PATIENCE, stream.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let (started, stream) = submit_running(&producer, r#"{"command_id":"k1","commandType":"BASH_EXEC","command":"echo start; sleep 2; echo done"}"#).await;
     assert_eq!(started.result_data, "start\n");
     first.kill();
     let _second = WorkerProcess::start(&server, 3);
@@ -189,14 +194,11 @@ async fn past_the_delivery_limit_the_command_fails_and_says_why() {
     let server = NatsServer::start();
     let mut first = WorkerProcess::start(&server, 1);
     let producer = durable_producer(&server).await;
-    let mut stream = producer
-        .submit(command(r#"{"command_id":"lim-1","commandType":"BASH_EXEC","command":"echo start; sleep 1000"}"#))
-        .await
-        .unwrap();
-    tokio::time::timeout(PATIENCE, stream.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let (_, stream) = submit_running(
+        &producer,
+        r#"{"command_id":"lim-1","commandType":"BASH_EXEC","command":"echo start; sleep 1000"}"#,
+    )
+    .await;
     first.kill();
     let _second = WorkerProcess::start(&server, 1);
     let rest = collect(stream).await;
@@ -223,15 +225,8 @@ async fn a_nats_server_restart_mid_command_loses_nothing() {
     };
     let (_stop, _task) = durable_worker_with(&server, long).await;
     let producer = durable_producer(&server).await;
-    let mut stream = producer
-        .submit(command(r#"{"command_id":"r1","commandType":"BASH_EXEC","command":"echo before; sleep 2; echo after"}"#))
-        .await
-        .unwrap();
-    let first = tokio::time::timeout(PATIENCE, stream.next())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(first.result_data, "before\n");
+    let (started, stream) = submit_running(&producer, r#"{"command_id":"r1","commandType":"BASH_EXEC","command":"echo before; sleep 2; echo after"}"#).await;
+    assert_eq!(started.result_data, "before\n");
     server.restart();
     let rest = collect(stream).await;
     assert_ok(&rest);
@@ -246,14 +241,7 @@ async fn a_worker_shut_down_mid_command_hands_it_back() {
     let server = NatsServer::start();
     let mut first = WorkerProcess::start(&server, 3);
     let producer = durable_producer(&server).await;
-    let mut stream = producer
-        .submit(command(r#"{"command_id":"h1","commandType":"BASH_EXEC","command":"echo start; sleep 2; echo done"}"#))
-        .await
-        .unwrap();
-    tokio::time::timeout(PATIENCE, stream.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let (_, stream) = submit_running(&producer, r#"{"command_id":"h1","commandType":"BASH_EXEC","command":"echo start; sleep 2; echo done"}"#).await;
     let pid = nix::unistd::Pid::from_raw(first.0.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     let exited = tokio::task::spawn_blocking(move || first.0.wait().unwrap())
@@ -298,16 +286,11 @@ async fn durable_cancel_and_poison_messages() {
     let server = NatsServer::start();
     let (_stop, _task) = durable_worker(&server).await;
     let producer = durable_producer(&server).await;
-    let mut stream = producer
-        .submit(command(
-            r#"{"command_id":"dc-1","commandType":"BASH_EXEC","command":"echo go; sleep 1000"}"#,
-        ))
-        .await
-        .unwrap();
-    tokio::time::timeout(PATIENCE, stream.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let (_, stream) = submit_running(
+        &producer,
+        r#"{"command_id":"dc-1","commandType":"BASH_EXEC","command":"echo go; sleep 1000"}"#,
+    )
+    .await;
     producer.cancel("dc-1").await.unwrap();
     assert_eq!(
         terminal(&collect(stream).await).error_code.as_deref(),
