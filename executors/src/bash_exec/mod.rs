@@ -71,7 +71,7 @@ impl Executor for BashExec {
             let cmd = BashExecCommand::try_from(command)?;
             let dir = self.working_dir(&cmd)?;
             let started = Instant::now();
-            let mut shell = process::Shell::spawn(&self.config.shell, &cmd, &dir)?;
+            let mut shell = process::Shell::spawn(&self.config.shell, &cmd, dir.as_deref())?;
             let pumped = pump::pump(&mut shell, &ctx, self.config.kill_grace).await;
             let final_cwd = shell.final_cwd();
             let status = pumped?;
@@ -81,14 +81,15 @@ impl Executor for BashExec {
 }
 
 impl BashExec {
-    fn working_dir(&self, cmd: &BashExecCommand) -> Result<PathBuf, ExecError> {
+    /// The directory to start in; `None`: cmdr's own (inherited, no syscall spent on it).
+    fn working_dir(&self, cmd: &BashExecCommand) -> Result<Option<PathBuf>, ExecError> {
         let dir = match (&cmd.working_dir, &self.config.default_working_dir) {
             (Some(dir), _) if dir.as_os_str().is_empty() => None,
             (Some(dir), _) => Some(dir.clone()),
             (None, default) => default.clone(),
         };
         let Some(dir) = dir else {
-            return std::env::current_dir().map_err(|e| ExecError::io(".".as_ref(), e));
+            return Ok(None);
         };
         if !dir.is_absolute() {
             return Err(ExecError::InvalidInput(format!(
@@ -97,7 +98,7 @@ impl BashExec {
             )));
         }
         match std::fs::metadata(&dir) {
-            Ok(meta) if meta.is_dir() => Ok(dir),
+            Ok(meta) if meta.is_dir() => Ok(Some(dir)),
             Ok(_) => Err(ExecError::InvalidInput(format!(
                 "working_dir {} is not a directory",
                 dir.display()

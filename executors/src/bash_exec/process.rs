@@ -45,19 +45,19 @@ impl Shell {
     pub(super) fn spawn(
         shell: &Path,
         cmd: &BashExecCommand,
-        dir: &Path,
+        dir: Option<&Path>,
     ) -> Result<Self, ExecError> {
         let spawn_error = |source| ExecError::Spawn {
             program: shell.display().to_string(),
             source,
         };
+        // Non-blocking on both ends: we read what is there after the shell exits; the
+        // shell writes a few bytes into an empty pipe, which never blocks.
         let (report_read, report_write) =
-            pipe2(OFlag::O_CLOEXEC).map_err(|e| spawn_error(e.into()))?;
-        fcntl(report_read.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
-            .map_err(|e| spawn_error(e.into()))?;
+            pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| spawn_error(e.into()))?;
         let report_write = high_fd(report_write);
         let script = format!(
-            "trap 'printf %s \"$PWD\" >&{} 2>/dev/null' EXIT; {}",
+            "trap 'printf %s \"$PWD\" >&{}' EXIT; {}",
             report_write.as_raw_fd(),
             cmd.command
         );
@@ -65,12 +65,14 @@ impl Shell {
         command
             .arg("-c")
             .arg(script)
-            .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
         if let Some(env) = &cmd.env {
             command.envs(env);
         }
