@@ -5,15 +5,26 @@
 //! This crate holds the application around it — the front doors that feed the registry.
 //!
 //! ## Layout
+//! - [`agent`]: the agent loop — `<shell>` detection, the loop, events, history.
+//! - [`agents`]: agent definitions on disk — [`agents::AgentCatalog`], `config.toml`,
+//!   and the strict command files (`commands/*.json`).
+//! - [`llm`]: the model client (OpenAI-compatible streaming chat completions).
+//! - [`service`]: the agent service every transport calls: discovery, checks, locks, runs.
 //! - [`cli`]: the `cmdr` command line (`cmdr exec` …), one file per subcommand.
 //! - [`json_lines`]: reading commands as JSON Lines (or pretty-printed objects) from a
 //!   stream, one malformed line never hiding the next.
+//! - [`store`]: persistent conversations and turns ([`store::Store`], SQLite by default).
 //! - [`tty_input`]: the terminal [`InputBroker`](cmdr_executors::InputBroker) used by
 //!   `cmdr exec` to answer `REQUEST_USER_INPUT`.
 
+pub mod agent;
+pub mod agents;
 pub mod cli;
 pub mod json_lines;
+pub mod llm;
 pub mod nats;
+pub mod service;
+pub mod store;
 pub mod tty_input;
 
 pub use cmdr_executors as executors;

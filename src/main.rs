@@ -12,6 +12,8 @@ const EXIT_GRACE: Duration = Duration::from_millis(200);
 fn main() -> ExitCode {
     let cli = cmdr::cli::Cli::parse();
     init_logging();
+    // One TLS crypto provider (rustls' ring) for every HTTPS user, before any runtime.
+    cmdr::llm::OpenAiClient::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -89,7 +89,7 @@ pub fn run(rt: &Runtime, cfg: &Config) -> Result<Vec<Row>, Failure> {
 }
 
 fn size_name(mib: usize) -> String {
-    if mib % 1024 == 0 {
+    if mib.is_multiple_of(1024) {
         format!("{} GiB", mib / 1024)
     } else {
         format!("{mib} MiB")

@@ -1,6 +1,8 @@
 //! The `cmdr` command line. Each subcommand lives in its own file and only translates
 //! between the terminal and the library.
 
+mod chat;
+mod chat_view;
 mod exec;
 mod runner;
 mod submit;
@@ -8,6 +10,7 @@ mod worker;
 
 use clap::{Parser, Subcommand};
 
+pub use chat::ChatArgs;
 pub use exec::ExecArgs;
 pub use submit::SubmitArgs;
 pub use worker::WorkerArgs;
@@ -39,6 +42,8 @@ pub enum CliCommand {
     Worker(WorkerArgs),
     /// Send commands to the worker pool over NATS and print every result as JSON Lines.
     Submit(SubmitArgs),
+    /// Chat with the agent: it runs the `<shell>` commands it writes.
+    Chat(ChatArgs),
 }
 
 impl Cli {
@@ -48,6 +53,7 @@ impl Cli {
             CliCommand::Exec(args) => exec::run(args).await,
             CliCommand::Worker(args) => worker::run(args).await,
             CliCommand::Submit(args) => submit::run(args).await,
+            CliCommand::Chat(args) => chat::run(args).await,
         }
     }
 }

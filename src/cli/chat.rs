@@ -1,0 +1,400 @@
+//! `cmdr chat`: a terminal chat over the agent loop. Each line typed is one user turn;
+//! the model's reply streams in and the `<shell>` commands it writes run in the working
+//! folder (see [`super::chat_view`] for how that is shown).
+//!
+//! Keys: `/new` starts a new conversation, `/exit` or Ctrl-D quits, `/help` lists them.
+//! Ctrl-C stops the running turn (its command's whole process tree); at the prompt it
+//! says how to quit, and a second Ctrl-C in a row quits (exit status 130).
+
+use std::io::{BufRead, IsTerminal};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cmdr_executors::Registry;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::mpsc;
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use super::chat_view::{ChatView, Mode, TICK};
+use super::{EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
+use crate::agent::{system_prompt, AgentLoop, RunOptions, Session, DEFAULT_MAX_ITERATIONS};
+use crate::llm::{LlmClient, LlmConfig, OpenAiClient};
+
+/// Events of a run buffered between the loop and the screen.
+const EVENT_BUFFER: usize = 64;
+/// Lines read ahead from stdin (typed while a turn runs).
+const INPUT_BUFFER: usize = 16;
+
+/// What `/help` prints.
+const HELP: &str = "\
+Type a message and press Enter: the agent answers and runs the <shell> commands it writes.
+  /new    start a new conversation (same working folder)
+  /exit   quit (also Ctrl-D)
+  /help   this list
+Ctrl-C stops the running turn; at the prompt, press it twice to quit.";
+
+/// Arguments of `cmdr chat`.
+#[derive(Debug, clap::Args)]
+pub struct ChatArgs {
+    /// The directory commands start in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub working_folder: Option<PathBuf>,
+    /// The model to ask (default: `CMDR_LLM_MODEL`).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Model replies (each with its commands) per message at most.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ITERATIONS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_iterations: u32,
+    /// Deadline of each command, in seconds (default: 5 minutes).
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..))]
+    pub command_timeout_secs: Option<u64>,
+}
+
+/// Runs `cmdr chat`; returns the exit status.
+pub async fn run(args: ChatArgs) -> u8 {
+    let folder = match working_folder(args.working_folder.as_deref()) {
+        Ok(folder) => folder,
+        Err(message) => {
+            eprint_line(&format!("cmdr chat: {message}"));
+            return EXIT_USAGE;
+        }
+    };
+    let signals = Signals::install();
+    let agent = AgentLoop::new(llm_client(args.model.as_deref()), Registry::with_defaults());
+    let options = RunOptions {
+        system_prompt: system_prompt(None),
+        model: args.model,
+        max_iterations: args.max_iterations,
+        command_timeout: args.command_timeout_secs.map(Duration::from_secs),
+        ..RunOptions::default()
+    };
+    let mut chat = Chat {
+        session: Session::new(&folder),
+        view: view(args.max_iterations),
+        input: stdin_lines(),
+        interactive: std::io::stdin().is_terminal(),
+        agent,
+        options,
+        folder,
+        signals,
+    };
+    chat.run().await
+}
+
+/// The working folder, absolute and resolved; it must be an existing directory.
+fn working_folder(arg: Option<&Path>) -> Result<PathBuf, String> {
+    let Some(arg) = arg else {
+        return std::env::current_dir()
+            .map_err(|e| format!("cannot tell the current directory: {e}"));
+    };
+    let shown = arg.display();
+    match std::fs::canonicalize(arg) {
+        Ok(folder) if folder.is_dir() => Ok(folder),
+        Ok(_) => Err(format!("--working-folder {shown}: not a directory")),
+        Err(e) => Err(format!(
+            "--working-folder {shown}: not an existing directory ({e})"
+        )),
+    }
+}
+
+/// The model client from the environment (`--model` standing in for `CMDR_LLM_MODEL`);
+/// `None`, with a hint on stderr, when none is configured.
+fn llm_client(model: Option<&str>) -> Option<Arc<dyn LlmClient>> {
+    let config = LlmConfig::from_lookup(|name| match (name, model) {
+        ("CMDR_LLM_MODEL", Some(model)) => Some(model.to_owned()),
+        _ => std::env::var(name).ok(),
+    });
+    match config.and_then(OpenAiClient::new) {
+        Ok(client) => Some(Arc::new(client)),
+        Err(e) => {
+            eprint_line(&format!(
+                "cmdr chat: {e} — set CMDR_LLM_BASE_URL, CMDR_LLM_MODEL and CMDR_LLM_API_KEY \
+                 to talk to a model"
+            ));
+            None
+        }
+    }
+}
+
+/// The view for this process's stdout: redrawn in place on a terminal, plain otherwise.
+fn view(max_iterations: u32) -> ChatView {
+    let mode = if std::io::stdout().is_terminal() {
+        let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Mode::Terminal { colour: !no_colour }
+    } else {
+        Mode::Plain
+    };
+    ChatView::new(
+        Box::new(std::io::stdout()),
+        Box::new(std::io::stderr()),
+        mode,
+        max_iterations,
+    )
+}
+
+/// One line on stderr; a closed stderr is ignored.
+fn eprint_line(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// Lines of stdin, read by a plain thread (a blocking read must not hold a runtime
+/// worker, nor keep the runtime from shutting down). The channel closes at end of input.
+fn stdin_lines() -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(INPUT_BUFFER);
+    let spawned = std::thread::Builder::new()
+        .name("cmdr-chat-stdin".to_owned())
+        .spawn(move || read_lines(&tx));
+    if let Err(e) = spawned {
+        eprint_line(&format!("cmdr chat: cannot read stdin: {e}"));
+    }
+    rx
+}
+
+/// Sends each line of stdin (without its line ending; invalid UTF-8 replaced) to `tx`.
+fn read_lines(tx: &mpsc::Sender<String>) {
+    let mut stdin = std::io::stdin().lock();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match stdin.read_until(b'\n', &mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("reading stdin: {e}");
+                return;
+            }
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let line = line.trim_end_matches(['\n', '\r']).to_owned();
+        if tx.blocking_send(line).is_err() {
+            return;
+        }
+    }
+}
+
+/// A signal the chat reacts to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sig {
+    Interrupt,
+    Terminate,
+}
+
+/// SIGINT and SIGTERM, caught (so neither kills the process outright).
+struct Signals {
+    interrupt: Option<Signal>,
+    terminate: Option<Signal>,
+}
+
+impl Signals {
+    fn install() -> Self {
+        let catch = |kind: SignalKind, name: &str| {
+            signal(kind)
+                .map_err(|e| tracing::warn!("cannot catch {name}: {e}"))
+                .ok()
+        };
+        Self {
+            interrupt: catch(SignalKind::interrupt(), "SIGINT"),
+            terminate: catch(SignalKind::terminate(), "SIGTERM"),
+        }
+    }
+
+    /// The next signal.
+    async fn next(&mut self) -> Sig {
+        tokio::select! {
+            () = recv(&mut self.interrupt) => Sig::Interrupt,
+            () = recv(&mut self.terminate) => Sig::Terminate,
+        }
+    }
+}
+
+/// Resolves at the next delivery of `signal`; never when it is not caught.
+async fn recv(signal: &mut Option<Signal>) {
+    if let Some(signal) = signal {
+        if signal.recv().await.is_some() {
+            return;
+        }
+    }
+    std::future::pending().await
+}
+
+/// What one input line asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Input<'a> {
+    Nothing,
+    Message(&'a str),
+    New,
+    Exit,
+    Help,
+    Unknown(&'a str),
+}
+
+/// A line that is one `/word` is a chat command; anything else goes to the model.
+fn parse_input(line: &str) -> Input<'_> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Input::Nothing;
+    }
+    let is_word = |w: &str| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    match line.strip_prefix('/') {
+        Some("new") => Input::New,
+        Some("exit" | "quit") => Input::Exit,
+        Some("help") => Input::Help,
+        Some(word) if is_word(word) => Input::Unknown(line),
+        _ => Input::Message(line),
+    }
+}
+
+/// Whether the chat goes on after a line.
+enum Flow {
+    Continue,
+    Exit(u8),
+}
+
+/// The running chat.
+struct Chat {
+    agent: AgentLoop,
+    session: Session,
+    options: RunOptions,
+    folder: PathBuf,
+    view: ChatView,
+    input: mpsc::Receiver<String>,
+    signals: Signals,
+    /// stdin is a terminal: show a prompt and a greeting.
+    interactive: bool,
+}
+
+impl Chat {
+    async fn run(&mut self) -> u8 {
+        if self.interactive {
+            self.greet();
+        }
+        let mut interrupts = 0;
+        loop {
+            if self.interactive {
+                self.view.prompt();
+            }
+            let line = tokio::select! {
+                line = self.input.recv() => line,
+                sig = self.signals.next() => {
+                    interrupts += 1;
+                    if sig == Sig::Terminate || interrupts > 1 {
+                        self.view.finish();
+                        return EXIT_INTERRUPTED;
+                    }
+                    self.view.warn("(/exit or Ctrl-D to quit)");
+                    continue;
+                }
+            };
+            let Some(line) = line else {
+                self.view.finish();
+                return EXIT_OK;
+            };
+            interrupts = 0;
+            self.view.line_entered();
+            if let Flow::Exit(code) = self.handle(&line).await {
+                return code;
+            }
+        }
+    }
+
+    fn greet(&mut self) {
+        let model = self
+            .agent
+            .model_id(&self.options)
+            .map(|m| format!("model {m}, "))
+            .unwrap_or_default();
+        let greeting = format!(
+            "cmdr chat — {model}commands run in {}\n/help lists the keys, /exit or Ctrl-D quits.",
+            self.folder.display()
+        );
+        self.view.say(&greeting);
+    }
+
+    async fn handle(&mut self, line: &str) -> Flow {
+        match parse_input(line) {
+            Input::Nothing => {}
+            Input::Message(message) => return self.turn(message.to_owned()).await,
+            Input::New => {
+                self.session = Session::new(&self.folder);
+                let text = format!("new conversation (in {})", self.folder.display());
+                self.view.say(&text);
+            }
+            Input::Exit => {
+                self.view.finish();
+                return Flow::Exit(EXIT_OK);
+            }
+            Input::Help => self.view.say(HELP),
+            Input::Unknown(word) => {
+                self.view.warn(&format!(
+                    "unknown command {word} (/help lists the commands)"
+                ));
+            }
+        }
+        Flow::Continue
+    }
+
+    /// Runs one user turn, showing its events as they come. Ctrl-C stops it; SIGTERM
+    /// stops it and then ends the chat.
+    async fn turn(&mut self, message: String) -> Flow {
+        let (tx, mut rx) = mpsc::channel(EVENT_BUFFER);
+        let cancel = CancellationToken::new();
+        let mut ticker = tokio::time::interval(TICK);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let mut flow = Flow::Continue;
+        let run = self
+            .agent
+            .run_turn(&mut self.session, message, &self.options, &tx, &cancel);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                biased;
+                sig = self.signals.next() => {
+                    cancel.cancel();
+                    if sig == Sig::Terminate {
+                        flow = Flow::Exit(EXIT_INTERRUPTED);
+                    }
+                }
+                Some(event) = rx.recv() => self.view.event(event),
+                _ = &mut run => break,
+                _ = ticker.tick(), if self.view.animating() => self.view.tick(),
+            }
+        }
+        // Every event was sent before the run returned.
+        while let Ok(event) = rx.try_recv() {
+            self.view.event(event);
+        }
+        self.view.turn_end();
+        flow
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_messages_or_commands() {
+        assert_eq!(parse_input("  "), Input::Nothing);
+        assert_eq!(parse_input("/new"), Input::New);
+        assert_eq!(parse_input(" /exit "), Input::Exit);
+        assert_eq!(parse_input("/help"), Input::Help);
+        assert_eq!(parse_input("/frob"), Input::Unknown("/frob"));
+        assert_eq!(parse_input("/etc/hosts?"), Input::Message("/etc/hosts?"));
+        assert_eq!(parse_input("/new please"), Input::Message("/new please"));
+        assert_eq!(parse_input("list files"), Input::Message("list files"));
+    }
+
+    #[test]
+    fn the_working_folder_must_be_a_directory() {
+        assert!(working_folder(Some(Path::new("/definitely/not/here"))).is_err());
+        assert!(working_folder(Some(Path::new("/"))).is_ok());
+    }
+}

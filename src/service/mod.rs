@@ -1,0 +1,159 @@
+//! The agent service: the one implementation of agent discovery, validation and
+//! execution that every transport (CLI, REST, MCP) calls (SPEC §5).
+//!
+//! - `prepare`: [`RunTarget`] and the checks before a run (`prepare_instruction`,
+//!   `prepare_command`), in a fixed order, ending with the conversation's lock.
+//! - `run`: [`PreparedRun`] (holds the lock) and running it, persisting as it goes.
+//! - `locks`: [`RunLocks`], one run per conversation.
+//! - `error`: [`ServiceError`], the stable codes and their classes.
+
+mod error;
+mod locks;
+mod prepare;
+mod run;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{AgentEvent, AgentLoop, RunOutcome};
+use crate::agents::{AgentCatalog, AgentSummary, CommandEntry};
+use crate::store::{Conversation, Store, StoreError, StoredTurn};
+
+pub use error::{ErrorClass, ServiceError};
+pub use locks::{Busy, RunGuard, RunLocks};
+pub use prepare::RunTarget;
+pub use run::{PreparedRun, RunInfo};
+
+use prepare::blocking;
+
+/// Agents, conversations and runs. Cheap to clone; every clone is the same service.
+#[derive(Clone)]
+pub struct AgentService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    catalog: Arc<AgentCatalog>,
+    store: Arc<dyn Store>,
+    agent_loop: AgentLoop,
+    locks: RunLocks,
+    default_cwd: PathBuf,
+}
+
+impl AgentService {
+    /// A service over the agents of `catalog`, persisting in `store`, running with
+    /// `agent_loop`; runs without a working folder start in `default_cwd`.
+    pub fn new(
+        catalog: AgentCatalog,
+        store: Arc<dyn Store>,
+        agent_loop: AgentLoop,
+        default_cwd: PathBuf,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                catalog: Arc::new(catalog),
+                store,
+                agent_loop,
+                locks: RunLocks::new(),
+                default_cwd,
+            }),
+        }
+    }
+
+    /// The agents folder.
+    pub fn catalog(&self) -> &AgentCatalog {
+        &self.inner.catalog
+    }
+
+    /// The conversation store.
+    pub fn store(&self) -> Arc<dyn Store> {
+        Arc::clone(&self.inner.store)
+    }
+
+    /// The loop runs go through.
+    pub fn agent_loop(&self) -> &AgentLoop {
+        &self.inner.agent_loop
+    }
+
+    /// The per-conversation locks.
+    pub fn locks(&self) -> &RunLocks {
+        &self.inner.locks
+    }
+
+    /// Where runs without a working folder start.
+    pub fn default_cwd(&self) -> &Path {
+        &self.inner.default_cwd
+    }
+
+    fn catalog_arc(&self) -> Arc<AgentCatalog> {
+        Arc::clone(&self.inner.catalog)
+    }
+
+    /// Every agent, sorted by name (read from disk on every call).
+    pub async fn list_agents(&self) -> Result<Vec<AgentSummary>, ServiceError> {
+        let catalog = self.catalog_arc();
+        Ok(blocking(move || catalog.list_agents()).await??)
+    }
+
+    /// The commands of `agent`, sorted, invalid ones disabled (read from disk every call).
+    pub async fn list_commands(&self, agent: &str) -> Result<Vec<CommandEntry>, ServiceError> {
+        let catalog = self.catalog_arc();
+        let agent = agent.to_owned();
+        Ok(blocking(move || catalog.list_commands(&agent)).await??)
+    }
+
+    /// Conversations, most recently updated first, optionally of one agent.
+    pub async fn conversations(
+        &self,
+        agent: Option<&str>,
+    ) -> Result<Vec<Conversation>, ServiceError> {
+        Ok(self.inner.store.conversations(agent).await?)
+    }
+
+    /// The turns of a conversation, oldest first.
+    pub async fn turns(&self, conversation_id: &str) -> Result<Vec<StoredTurn>, ServiceError> {
+        Ok(self.inner.store.turns(conversation_id).await?)
+    }
+
+    /// Archives (or restores) a conversation; archived ones refuse new runs.
+    pub async fn set_archived(
+        &self,
+        conversation_id: &str,
+        archived: bool,
+    ) -> Result<(), ServiceError> {
+        let store = &self.inner.store;
+        if store.conversation(conversation_id).await?.is_none() {
+            return Err(StoreError::ConversationNotFound(conversation_id.to_owned()).into());
+        }
+        Ok(store.set_archived(conversation_id, archived).await?)
+    }
+
+    /// Checks, locks and runs `instruction` to its end.
+    pub async fn run_instruction(
+        &self,
+        target: RunTarget,
+        instruction: String,
+        events: mpsc::Sender<AgentEvent>,
+        cancel: CancellationToken,
+    ) -> Result<(RunInfo, RunOutcome), ServiceError> {
+        let run = self.prepare_instruction(target, instruction).await?;
+        let info = run.info().clone();
+        Ok((info, run.run(events, cancel).await))
+    }
+
+    /// Checks, locks and runs the agent command `command_name` to its end.
+    pub async fn run_command(
+        &self,
+        target: RunTarget,
+        command_name: &str,
+        events: mpsc::Sender<AgentEvent>,
+        cancel: CancellationToken,
+    ) -> Result<(RunInfo, RunOutcome), ServiceError> {
+        let run = self.prepare_command(target, command_name).await?;
+        let info = run.info().clone();
+        Ok((info, run.run(events, cancel).await))
+    }
+}

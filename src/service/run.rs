@@ -1,0 +1,213 @@
+//! A checked run holding its conversation's lock, and running it: one instruction, or
+//! the steps of an agent command in order, every message persisted as it is appended.
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{
+    AgentEvent, CommandMeta, Message, RecordFuture, Recorder, RunOptions, RunOutcome, Session,
+};
+use crate::agents::AgentCommand;
+use crate::store::Store;
+
+use super::locks::RunGuard;
+use super::AgentService;
+
+/// What a started run is: the answer of `POST /agents/:agentName/run` and friends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunInfo {
+    /// The agent.
+    #[serde(rename = "agentName")]
+    pub agent_name: String,
+    /// The agent command, for command runs.
+    #[serde(rename = "commandName", skip_serializing_if = "Option::is_none")]
+    pub command_name: Option<String>,
+    /// The conversation (given, or generated before anything ran).
+    #[serde(rename = "conversationId")]
+    pub conversation_id: String,
+    /// The model asked.
+    #[serde(rename = "modelId")]
+    pub model_id: String,
+}
+
+/// What a run does.
+#[derive(Debug, Clone)]
+pub(super) enum Steps {
+    /// One user turn.
+    Instruction(String),
+    /// Each item of the command, in order.
+    Command(AgentCommand),
+}
+
+/// A run that passed every check and holds its conversation's lock until it ends (or is
+/// dropped without running).
+pub struct PreparedRun {
+    service: AgentService,
+    guard: RunGuard,
+    info: RunInfo,
+    session: Session,
+    options: RunOptions,
+    steps: Steps,
+}
+
+impl PreparedRun {
+    pub(super) fn new(
+        service: AgentService,
+        guard: RunGuard,
+        info: RunInfo,
+        session: Session,
+        options: RunOptions,
+        steps: Steps,
+    ) -> Self {
+        Self {
+            service,
+            guard,
+            info,
+            session,
+            options,
+            steps,
+        }
+    }
+
+    /// The run's agent, conversation and model.
+    pub fn info(&self) -> &RunInfo {
+        &self.info
+    }
+
+    /// Runs to the end, streaming events to `events` (opened by a `conversation` event,
+    /// ended by exactly one `done` or `error`), stopping promptly when `cancel` fires.
+    /// The lock is released when this returns, whatever happened.
+    pub async fn run(
+        mut self,
+        events: mpsc::Sender<AgentEvent>,
+        cancel: CancellationToken,
+    ) -> RunOutcome {
+        let conversation_id = self.guard.conversation_id().to_owned();
+        let _ = events
+            .send(AgentEvent::Conversation {
+                conversation_id: conversation_id.clone(),
+            })
+            .await;
+        let recorder = StoreRecorder {
+            store: self.service.store(),
+            conversation_id: &conversation_id,
+        };
+        let steps = std::mem::replace(&mut self.steps, Steps::Instruction(String::new()));
+        let outcome = match steps {
+            Steps::Instruction(instruction) => {
+                self.service
+                    .agent_loop()
+                    .run_turn_recorded(
+                        &mut self.session,
+                        instruction,
+                        &self.options,
+                        &events,
+                        &cancel,
+                        &recorder,
+                    )
+                    .await
+            }
+            Steps::Command(command) => self.run_steps(&command, &events, &cancel, &recorder).await,
+        };
+        self.save_cwd(&conversation_id).await;
+        outcome
+    }
+
+    /// The command's steps in order; stops after a stopped or failed step.
+    async fn run_steps(
+        &mut self,
+        command: &AgentCommand,
+        events: &mpsc::Sender<AgentEvent>,
+        cancel: &CancellationToken,
+        recorder: &StoreRecorder<'_>,
+    ) -> RunOutcome {
+        let total = u32::try_from(command.items.len()).unwrap_or(u32::MAX);
+        let mut outcome = RunOutcome::Completed;
+        for (index, item) in command.items.iter().enumerate() {
+            if cancel.is_cancelled() {
+                outcome = RunOutcome::Stopped;
+                break;
+            }
+            let meta = CommandMeta {
+                name: command.name.clone(),
+                step_index: u32::try_from(index + 1).unwrap_or(u32::MAX),
+                total_steps: total,
+            };
+            outcome = self
+                .run_step(meta, item.instruction(), events, cancel, recorder)
+                .await;
+            if matches!(outcome, RunOutcome::Stopped | RunOutcome::Failed { .. }) {
+                break;
+            }
+        }
+        let _ = events.send(outcome.final_event()).await;
+        outcome
+    }
+
+    /// One step: a user turn tagged with `meta`. Its events are forwarded but for its
+    /// final one: a command run ends with one `done` or `error`, after its last step.
+    async fn run_step(
+        &mut self,
+        meta: CommandMeta,
+        instruction: String,
+        events: &mpsc::Sender<AgentEvent>,
+        cancel: &CancellationToken,
+        recorder: &StoreRecorder<'_>,
+    ) -> RunOutcome {
+        let _ = events
+            .send(AgentEvent::CommandStep {
+                name: meta.name.clone(),
+                step_index: meta.step_index,
+                total_steps: meta.total_steps,
+                instruction: instruction.clone(),
+            })
+            .await;
+        self.options.command = Some(meta);
+        let (tx, mut rx) = mpsc::channel(64);
+        let agent_loop = self.service.agent_loop().clone();
+        let (session, options) = (&mut self.session, &self.options);
+        let step = async move {
+            let tx = tx;
+            agent_loop
+                .run_turn_recorded(session, instruction, options, &tx, cancel, recorder)
+                .await
+        };
+        let forward = async {
+            while let Some(event) = rx.recv().await {
+                if !event.is_final() {
+                    let _ = events.send(event).await;
+                }
+            }
+        };
+        let (outcome, ()) = tokio::join!(step, forward);
+        outcome
+    }
+
+    async fn save_cwd(&self, conversation_id: &str) {
+        let cwd = self.session.cwd.to_string_lossy();
+        if let Err(e) = self.service.store().set_cwd(conversation_id, &cwd).await {
+            tracing::warn!(conversation_id, error = %e, "could not save the working directory");
+        }
+    }
+}
+
+/// Persists every message of a run the moment it is appended.
+struct StoreRecorder<'a> {
+    store: std::sync::Arc<dyn Store>,
+    conversation_id: &'a str,
+}
+
+impl Recorder for StoreRecorder<'_> {
+    fn record<'a>(&'a self, message: &'a Message) -> RecordFuture<'a> {
+        Box::pin(async move {
+            if let Err(e) = self.store.append_turn(self.conversation_id, message).await {
+                tracing::error!(
+                    conversation_id = self.conversation_id,
+                    error = %e,
+                    "could not persist a turn"
+                );
+            }
+        })
+    }
+}

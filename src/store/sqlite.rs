@@ -1,0 +1,213 @@
+//! [`SqliteStore`]: the embedded default [`Store`], one SQLite file under the data dir.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+
+use super::worker::Worker;
+use super::{queries, schema, Conversation, Store, StoreError, StoreFuture, StoredTurn};
+use crate::agent::Message;
+
+/// The database's file name inside the data dir.
+pub const DB_FILE_NAME: &str = "cmdr.sqlite3";
+
+/// A [`Store`] in a SQLite file (or in memory), its connection owned by a store thread.
+///
+/// Several stores (in this process or others) may open the same file: WAL lets readers
+/// run beside the one writer, and writers queue on the busy timeout.
+#[derive(Debug)]
+pub struct SqliteStore {
+    worker: Worker,
+}
+
+impl SqliteStore {
+    /// Opens (creating it and its parent directories if needed) and migrates the database
+    /// at `path`. Blocking: call it at start-up, not on a busy runtime thread.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let name = file_name(path);
+        create_parent(path, &name)?;
+        let conn = Connection::open(path)
+            .map_err(|err| StoreError::Database(format!("cannot open {name}: {err}")))?;
+        Self::start(conn, &name)
+    }
+
+    /// A fresh database in memory, gone when the store is dropped (for tests).
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        Self::start(Connection::open_in_memory()?, ":memory:")
+    }
+
+    /// Where the database lives by default: `$CMDR_DATA_DIR`, else `$XDG_DATA_HOME/cmdr`
+    /// (if absolute), else `$HOME/.local/share/cmdr`, else the current directory; the
+    /// file is [`DB_FILE_NAME`].
+    pub fn default_path() -> PathBuf {
+        data_dir(|key| std::env::var_os(key)).join(DB_FILE_NAME)
+    }
+
+    /// Configures and migrates the connection, then hands it to the store thread.
+    fn start(mut conn: Connection, name: &str) -> Result<Self, StoreError> {
+        let context = |err: StoreError| match err {
+            StoreError::Database(message) => StoreError::Database(format!("{name}: {message}")),
+            other => other,
+        };
+        schema::configure(&conn).map_err(context)?;
+        schema::migrate(&mut conn).map_err(context)?;
+        Ok(Self {
+            worker: Worker::spawn(conn, name)?,
+        })
+    }
+}
+
+impl Store for SqliteStore {
+    fn create_conversation<'a>(
+        &'a self,
+        id: &'a str,
+        agent_name: &'a str,
+        cwd: Option<&'a str>,
+    ) -> StoreFuture<'a, Conversation> {
+        let (id, agent_name, cwd) = (id.to_owned(), agent_name.to_owned(), cwd.map(str::to_owned));
+        self.worker
+            .call(move |conn| queries::create_conversation(conn, &id, &agent_name, cwd.as_deref()))
+    }
+
+    fn conversation<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Conversation>> {
+        let id = id.to_owned();
+        self.worker
+            .call(move |conn| queries::conversation(conn, &id))
+    }
+
+    fn conversations<'a>(
+        &'a self,
+        agent_name: Option<&'a str>,
+    ) -> StoreFuture<'a, Vec<Conversation>> {
+        let agent_name = agent_name.map(str::to_owned);
+        self.worker
+            .call(move |conn| queries::conversations(conn, agent_name.as_deref()))
+    }
+
+    fn append_turn<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        message: &'a Message,
+    ) -> StoreFuture<'a, StoredTurn> {
+        let (conversation_id, message) = (conversation_id.to_owned(), message.clone());
+        self.worker
+            .call(move |conn| queries::append_turn(conn, &conversation_id, &message))
+    }
+
+    fn turns<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Vec<StoredTurn>> {
+        let conversation_id = conversation_id.to_owned();
+        self.worker
+            .call(move |conn| queries::turns(conn, &conversation_id))
+    }
+
+    fn set_cwd<'a>(&'a self, conversation_id: &'a str, cwd: &'a str) -> StoreFuture<'a, ()> {
+        let (conversation_id, cwd) = (conversation_id.to_owned(), cwd.to_owned());
+        self.worker
+            .call(move |conn| queries::set_cwd(conn, &conversation_id, &cwd))
+    }
+
+    fn set_archived<'a>(&'a self, conversation_id: &'a str, archived: bool) -> StoreFuture<'a, ()> {
+        let conversation_id = conversation_id.to_owned();
+        self.worker
+            .call(move |conn| queries::set_archived(conn, &conversation_id, archived))
+    }
+}
+
+/// The file's name, for messages that must not reveal the directory.
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || DB_FILE_NAME.to_owned(),
+        |name| name.to_string_lossy().into_owned(),
+    )
+}
+
+/// Creates the directories the database file goes in.
+fn create_parent(path: &Path, name: &str) -> Result<(), StoreError> {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => {
+            std::fs::create_dir_all(parent).map_err(|err| {
+                StoreError::Database(format!("cannot create the directory of {name}: {err}"))
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The data dir from the environment (`env` looks a variable up; empty counts as unset).
+fn data_dir(env: impl Fn(&str) -> Option<OsString>) -> PathBuf {
+    let var = |key: &str| {
+        env(key)
+            .filter(|value| !value.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(dir) = var("CMDR_DATA_DIR") {
+        return dir;
+    }
+    if let Some(xdg) = var("XDG_DATA_HOME").filter(|dir| dir.is_absolute()) {
+        return xdg.join("cmdr");
+    }
+    match var("HOME") {
+        Some(home) => home.join(".local").join("share").join("cmdr"),
+        None => PathBuf::from("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |key| {
+            pairs
+                .iter()
+                .find(|(name, _)| *name == key)
+                .map(|(_, value)| OsString::from(value))
+        }
+    }
+
+    #[test]
+    fn cmdr_data_dir_wins() {
+        let vars = &[
+            ("CMDR_DATA_DIR", "/data"),
+            ("XDG_DATA_HOME", "/xdg"),
+            ("HOME", "/h"),
+        ];
+        assert_eq!(data_dir(env(vars)), PathBuf::from("/data"));
+    }
+
+    #[test]
+    fn xdg_data_home_when_absolute() {
+        assert_eq!(
+            data_dir(env(&[("XDG_DATA_HOME", "/xdg"), ("HOME", "/h")])),
+            PathBuf::from("/xdg/cmdr")
+        );
+        assert_eq!(
+            data_dir(env(&[("XDG_DATA_HOME", "rel"), ("HOME", "/h")])),
+            PathBuf::from("/h/.local/share/cmdr")
+        );
+    }
+
+    #[test]
+    fn home_then_current_directory() {
+        assert_eq!(
+            data_dir(env(&[("CMDR_DATA_DIR", ""), ("HOME", "/h")])),
+            PathBuf::from("/h/.local/share/cmdr")
+        );
+        assert_eq!(data_dir(env(&[])), PathBuf::from("."));
+    }
+
+    #[test]
+    fn errors_name_the_file_not_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("secret-dir");
+        std::fs::write(&blocker, "a file, not a directory").unwrap();
+        let err = SqliteStore::open(&blocker.join("cmdr.sqlite3")).unwrap_err();
+        let message = err.to_string();
+        assert_eq!(err.code(), "STORE_ERROR");
+        assert!(message.contains("cmdr.sqlite3"), "{message}");
+        assert!(!message.contains("secret-dir"), "{message}");
+    }
+}

@@ -1,0 +1,9 @@
+//! Agent-side tests: the LLM client against a fake OpenAI-compatible streaming server.
+
+// Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod agent_loop;
+mod chat_cli;
+mod fake_llm;
+mod llm_client;
