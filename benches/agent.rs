@@ -4,7 +4,7 @@
 //! pairs). See `benches/README.md`.
 //!
 //! ```text
-//! cargo bench --bench agent                       # 64 MiB per text (~30 s once built)
+//! cargo bench --bench agent                       # 64 MiB per text (~10 s once built)
 //! cargo bench --bench agent -- dense              # only texts whose name matches
 //! CMDR_BENCH_QUICK=1 cargo bench --bench agent    # smoke run, 8 MiB per text
 //! ```

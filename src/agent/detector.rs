@@ -59,8 +59,13 @@ pub struct DetectedCommand {
     pub end: usize,
 }
 
-/// Finds `<shell>…</shell>` commands in text fed chunk by chunk (grammar: see the
-/// [module documentation](self)).
+/// Finds `<shell>…</shell>` commands in text fed chunk by chunk.
+///
+/// A command is what `(?s)<shell>(.*?)</shell>` matches, left to right: exact,
+/// case-sensitive tags; the content runs to the first `</shell>` (a `<shell>` inside it is
+/// content); the command is the content trimmed, and blank ones are skipped. Offsets count
+/// bytes of the whole text fed so far. Where the text is cut into chunks never changes the
+/// result. The text is only observed, and only the open command's content is kept.
 ///
 /// ```
 /// use cmdr::agent::ShellTagDetector;

@@ -51,6 +51,14 @@ pub struct PreparedRun {
     steps: Steps,
 }
 
+impl std::fmt::Debug for PreparedRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedRun")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
 impl PreparedRun {
     pub(super) fn new(
         service: AgentService,
