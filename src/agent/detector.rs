@@ -34,9 +34,10 @@
 //! # Speed
 //!
 //! Both tags start with `<` and contain no other `<`, so the scan jumps from one `<` to
-//! the next with a vectorised byte search and only compares a few bytes at each; a failed
-//! partial match never has to be re-scanned (the next possible tag start is the byte that
-//! broke it). Text between tags is copied only inside an open command.
+//! the next with the standard library's word-at-a-time `memchr` (`str::find` of a
+//! `char`) and only compares a few bytes at each; a failed partial match never has to be
+//! re-scanned (the next possible tag start is the byte that broke it). Text between tags
+//! is copied only inside an open command.
 
 use tracing::debug;
 
@@ -105,7 +106,7 @@ impl ShellTagDetector {
         let base = self.fed;
         self.fed += chunk.len();
         let bytes = chunk.as_bytes();
-        // Where scanning goes on, and where the content not yet copied starts.
+        // Where scanning goes on.
         let mut pos = 0;
         if self.partial > 0 {
             let tag = self.tag().as_bytes();

@@ -8,7 +8,6 @@
 
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use cmdr_executors::Registry;
@@ -17,10 +16,10 @@ use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use super::chat_view::{ChatView, Mode, TICK};
+use super::chat_view::{ChatView, TICK};
+use super::setup::{llm_client, view};
 use super::{EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 use crate::agent::{system_prompt, AgentLoop, RunOptions, Session, DEFAULT_MAX_ITERATIONS};
-use crate::llm::{LlmClient, LlmConfig, OpenAiClient};
 
 /// Events of a run buffered between the loop and the screen.
 const EVENT_BUFFER: usize = 64;
@@ -63,7 +62,10 @@ pub async fn run(args: ChatArgs) -> u8 {
         }
     };
     let signals = Signals::install();
-    let agent = AgentLoop::new(llm_client(args.model.as_deref()), Registry::with_defaults());
+    let agent = AgentLoop::new(
+        llm_client(Some("cmdr chat"), args.model.as_deref()),
+        Registry::with_defaults(),
+    );
     let options = RunOptions {
         system_prompt: system_prompt(None),
         model: args.model,
@@ -98,41 +100,6 @@ fn working_folder(arg: Option<&Path>) -> Result<PathBuf, String> {
             "--working-folder {shown}: not an existing directory ({e})"
         )),
     }
-}
-
-/// The model client from the environment (`--model` standing in for `CMDR_LLM_MODEL`);
-/// `None`, with a hint on stderr, when none is configured.
-fn llm_client(model: Option<&str>) -> Option<Arc<dyn LlmClient>> {
-    let config = LlmConfig::from_lookup(|name| match (name, model) {
-        ("CMDR_LLM_MODEL", Some(model)) => Some(model.to_owned()),
-        _ => std::env::var(name).ok(),
-    });
-    match config.and_then(OpenAiClient::new) {
-        Ok(client) => Some(Arc::new(client)),
-        Err(e) => {
-            eprint_line(&format!(
-                "cmdr chat: {e} — set CMDR_LLM_BASE_URL, CMDR_LLM_MODEL and CMDR_LLM_API_KEY \
-                 to talk to a model"
-            ));
-            None
-        }
-    }
-}
-
-/// The view for this process's stdout: redrawn in place on a terminal, plain otherwise.
-fn view(max_iterations: u32) -> ChatView {
-    let mode = if std::io::stdout().is_terminal() {
-        let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Mode::Terminal { colour: !no_colour }
-    } else {
-        Mode::Plain
-    };
-    ChatView::new(
-        Box::new(std::io::stdout()),
-        Box::new(std::io::stderr()),
-        mode,
-        max_iterations,
-    )
 }
 
 /// One line on stderr; a closed stderr is ignored.

@@ -1,15 +1,21 @@
 //! The `cmdr` command line. Each subcommand lives in its own file and only translates
 //! between the terminal and the library.
 
+mod agents;
 mod chat;
 mod chat_view;
 mod exec;
 mod runner;
+mod setup;
 mod submit;
 mod worker;
 
 use clap::{Parser, Subcommand};
 
+pub use agents::{
+    transcript, AgentsAction, AgentsArgs, CommandsAction, CommandsArgs, ConversationsAction,
+    ConversationsArgs, ServiceOptions,
+};
 pub use chat::ChatArgs;
 pub use exec::ExecArgs;
 pub use submit::SubmitArgs;
@@ -44,6 +50,12 @@ pub enum CliCommand {
     Submit(SubmitArgs),
     /// Chat with the agent: it runs the `<shell>` commands it writes.
     Chat(ChatArgs),
+    /// List the agents of the agents folder.
+    Agents(AgentsArgs),
+    /// List and run agent commands (named multi-step prompt macros).
+    Commands(CommandsArgs),
+    /// List conversations and print their transcripts.
+    Conversations(ConversationsArgs),
 }
 
 impl Cli {
@@ -54,6 +66,9 @@ impl Cli {
             CliCommand::Worker(args) => worker::run(args).await,
             CliCommand::Submit(args) => submit::run(args).await,
             CliCommand::Chat(args) => chat::run(args).await,
+            CliCommand::Agents(args) => agents::run_agents(args).await,
+            CliCommand::Commands(args) => agents::run_commands(args).await,
+            CliCommand::Conversations(args) => agents::run_conversations(args).await,
         }
     }
 }

@@ -4,6 +4,7 @@
 // Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cli;
 #[path = "../agent/fake_llm.rs"]
 mod fake_llm;
 
