@@ -18,9 +18,7 @@ pub(super) fn llm_client(who: Option<&str>, model: Option<&str>) -> Option<Arc<d
     match config.and_then(OpenAiClient::new) {
         Ok(client) => Some(Arc::new(client)),
         Err(e) => {
-            let Some(who) = who else {
-                return None;
-            };
+            let who = who?;
             let _ = writeln!(
                 std::io::stderr(),
                 "{who}: {e} — set CMDR_LLM_BASE_URL, CMDR_LLM_MODEL and CMDR_LLM_API_KEY \
