@@ -226,8 +226,13 @@ impl ChatView {
                 name,
                 step_index,
                 total_steps,
-                ..
-            } => self.say(&format!("── {name}: step {step_index}/{total_steps} ──")),
+                instruction,
+            } => {
+                self.say(&format!("── {name}: step {step_index}/{total_steps} ──"));
+                let prompt: Vec<String> = instruction.lines().map(|l| format!("» {l}")).collect();
+                let prompt = self.paint(DIM, &prompt.join("\n"));
+                self.say(&prompt);
+            }
             AgentEvent::Done { reason } => self.done(reason),
             AgentEvent::Error { code, message } => self.warn(&format!("error [{code}]: {message}")),
             AgentEvent::Text { .. }

@@ -88,8 +88,12 @@ async fn commands_run_shows_progress_and_the_transcript_keeps_the_steps() {
     assert!(run.status.success(), "{}\n{}", stdout(&run), stderr(&run));
     let out = stdout(&run);
     for step in ["1/3", "2/3", "3/3"] {
-        assert!(out.contains(step), "{out}");
+        assert!(out.contains(&format!("── three: step {step} ──")), "{out}");
     }
+    assert!(
+        out.contains("» Step one\n» second line\n"),
+        "the step's prompt: {out}"
+    );
     assert!(out.contains("[cmd-1-0] completed"), "{out}");
     assert!(out.contains("  │ hello"), "{out}");
     let id = out
