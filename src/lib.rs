@@ -9,6 +9,7 @@
 //! - [`agents`]: agent definitions on disk — [`agents::AgentCatalog`], `config.toml`,
 //!   and the strict command files (`commands/*.json`).
 //! - [`llm`]: the model client (OpenAI-compatible streaming chat completions).
+//! - [`server`]: the state `cmdr serve` and `cmdr mcp` share (registry, service, inputs).
 //! - [`service`]: the agent service every transport calls: discovery, checks, locks, runs.
 //! - [`cli`]: the `cmdr` command line (`cmdr exec` …), one file per subcommand.
 //! - [`json_lines`]: reading commands as JSON Lines (or pretty-printed objects) from a
@@ -23,6 +24,7 @@ pub mod cli;
 pub mod json_lines;
 pub mod llm;
 pub mod nats;
+pub mod server;
 pub mod service;
 pub mod store;
 pub mod tty_input;

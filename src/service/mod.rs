@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{AgentEvent, AgentLoop, RunOutcome};
+use crate::agent::{AgentEvent, AgentLoop, Message, Role, RunOptions, RunOutcome, Session};
 use crate::agents::{AgentCatalog, AgentSummary, CommandEntry};
 use crate::store::{Conversation, Store, StoreError, StoredTurn};
 
@@ -129,6 +129,40 @@ impl AgentService {
             return Err(StoreError::ConversationNotFound(conversation_id.to_owned()).into());
         }
         Ok(store.set_archived(conversation_id, archived).await?)
+    }
+
+    /// Runs one turn on a client-held history (`POST /api/agent`): no agent, no
+    /// persistence, no lock. `messages` must end with the user's new message; earlier
+    /// ones are the history, sent to the model as they are. Commands start in the
+    /// service's default directory.
+    pub async fn run_stateless(
+        &self,
+        mut messages: Vec<Message>,
+        events: mpsc::Sender<AgentEvent>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, ServiceError> {
+        let instruction = match messages.pop() {
+            Some(last) if last.role == Role::User && !last.content.trim().is_empty() => {
+                last.content
+            }
+            _ => {
+                return Err(ServiceError::InvalidRequest(
+                    "messages must end with a non-empty user message".to_owned(),
+                ))
+            }
+        };
+        let options = RunOptions::default();
+        if self.agent_loop().model_id(&options).is_none() {
+            return Err(ServiceError::LlmUnavailable);
+        }
+        let mut session = Session {
+            messages,
+            cwd: self.default_cwd().to_owned(),
+        };
+        Ok(self
+            .agent_loop()
+            .run_turn(&mut session, instruction, &options, &events, &cancel)
+            .await)
     }
 
     /// Checks, locks and runs `instruction` to its end.

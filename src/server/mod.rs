@@ -1,0 +1,190 @@
+//! What `cmdr serve` (REST, SSE, MCP over HTTP) and `cmdr mcp` (stdio) share: one
+//! registry, one agent service, one table of questions waiting for an answer.
+//!
+//! Transports are thin translations onto [`AppState`]: no business logic lives in a
+//! handler or a tool.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cmdr_executors::{PendingInputs, Registry, RegistryConfig};
+use serde::Serialize;
+
+use crate::agent::AgentLoop;
+use crate::agents::AgentCatalog;
+use crate::llm::LlmClient;
+use crate::nats::producer::Producer;
+use crate::nats::remote::RemoteExecutor;
+use crate::service::AgentService;
+use crate::store::{SqliteStore, Store};
+
+/// Everything a request handler or an MCP tool may use. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// Agents, conversations and runs.
+    pub service: AgentService,
+    /// The registry raw commands (`POST /commands`, executor tools) run in — the same
+    /// one the agent loop uses.
+    pub registry: Registry,
+    /// `REQUEST_USER_INPUT` questions waiting for `POST /commands/:id/input`.
+    pub inputs: PendingInputs,
+    /// When set, every route and tool requires `Authorization: Bearer <token>`.
+    pub auth_token: Option<Arc<str>>,
+    /// The NATS connection commands go through (`--nats`), for `/health`.
+    pub nats: Option<async_nats::Client>,
+    started: Instant,
+}
+
+/// How to build an [`AppState`].
+#[derive(Debug, Clone)]
+pub struct StateConfig {
+    /// The agents folder.
+    pub agents_dir: PathBuf,
+    /// The SQLite file.
+    pub db: PathBuf,
+    /// Run commands on the worker pool at this NATS URL instead of in-process.
+    pub nats: Option<String>,
+    /// Bearer token protecting every route and tool.
+    pub auth_token: Option<String>,
+    /// Where runs without a working folder start.
+    pub default_cwd: PathBuf,
+}
+
+/// What `GET /health` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Health {
+    /// `ok` while the server answers.
+    pub status: &'static str,
+    /// cmdr's version.
+    pub version: &'static str,
+    /// `ok`, or `error` when the database cannot be read.
+    pub persistence: &'static str,
+    /// `off` (in-process executors), `connected` or `disconnected`.
+    pub nats: &'static str,
+    /// Whether a model is configured.
+    pub llm: bool,
+    /// Seconds since start.
+    #[serde(rename = "uptimeSecs")]
+    pub uptime_secs: u64,
+}
+
+impl AppState {
+    /// A state over an existing service and registry (the registry's input broker must
+    /// be `inputs`).
+    pub fn new(
+        service: AgentService,
+        registry: Registry,
+        inputs: PendingInputs,
+        auth_token: Option<String>,
+        nats: Option<async_nats::Client>,
+    ) -> Self {
+        Self {
+            service,
+            registry,
+            inputs,
+            auth_token: auth_token.filter(|t| !t.is_empty()).map(Arc::from),
+            nats,
+            started: Instant::now(),
+        }
+    }
+
+    /// Opens the database, connects to NATS if asked, and wires the registry, the agent
+    /// loop (with `llm`, if a model is configured) and the service together.
+    pub async fn build(
+        config: StateConfig,
+        llm: Option<Arc<dyn LlmClient>>,
+    ) -> Result<Self, String> {
+        let inputs = PendingInputs::new();
+        let (registry, nats) = match &config.nats {
+            None => (local_registry(&inputs), None),
+            Some(url) => {
+                let (registry, client) = remote_registry(url, &inputs).await?;
+                (registry, Some(client))
+            }
+        };
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(&config.db)
+                .map_err(|e| format!("cannot open the database {}: {e}", config.db.display()))?,
+        );
+        let service = AgentService::new(
+            AgentCatalog::new(config.agents_dir),
+            store,
+            AgentLoop::new(llm, registry.clone()),
+            config.default_cwd,
+        );
+        Ok(Self::new(
+            service,
+            registry,
+            inputs,
+            config.auth_token,
+            nats,
+        ))
+    }
+
+    /// The state of the parts `GET /health` reports.
+    pub async fn health(&self) -> Health {
+        let persistence = match self.service.store().conversation("").await {
+            Ok(_) => "ok",
+            Err(_) => "error",
+        };
+        let nats = match &self.nats {
+            None => "off",
+            Some(client) => match client.connection_state() {
+                async_nats::connection::State::Connected => "connected",
+                _ => "disconnected",
+            },
+        };
+        Health {
+            status: "ok",
+            version: env!("CARGO_PKG_VERSION"),
+            persistence,
+            nats,
+            llm: self
+                .service
+                .agent_loop()
+                .model_id(&crate::agent::RunOptions::default())
+                .is_some(),
+            uptime_secs: self.started.elapsed().as_secs(),
+        }
+    }
+
+    /// Whether `header` (the `Authorization` value, if any) passes the token check.
+    pub fn authorized(&self, header: Option<&str>) -> bool {
+        let Some(token) = &self.auth_token else {
+            return true;
+        };
+        let Some(given) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
+            return false;
+        };
+        constant_time_eq(given.as_bytes(), token.as_bytes())
+    }
+}
+
+/// The in-process executors, asking questions through `inputs`.
+pub fn local_registry(inputs: &PendingInputs) -> Registry {
+    Registry::with_config(RegistryConfig {
+        input_broker: Arc::new(inputs.clone()),
+        ..RegistryConfig::default()
+    })
+}
+
+/// A registry whose commands run on the worker pool at `url`; workers' questions are
+/// answered through `inputs`.
+async fn remote_registry(
+    url: &str,
+    inputs: &PendingInputs,
+) -> Result<(Registry, async_nats::Client), String> {
+    let client = async_nats::ConnectOptions::new()
+        .name("cmdr serve")
+        .connect(url)
+        .await
+        .map_err(|e| format!("cannot connect to NATS at {url}: {e}"))?;
+    let producer = Producer::new(client.clone()).with_input_broker(Arc::new(inputs.clone()));
+    Ok((RemoteExecutor::registry(producer), client))
+}
+
+/// Compares secrets without an early exit on the first differing byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
