@@ -4,6 +4,8 @@
 //! Transports are thin translations onto [`AppState`]: no business logic lives in a
 //! handler or a tool.
 
+mod auth;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +20,8 @@ use crate::nats::producer::Producer;
 use crate::nats::remote::RemoteExecutor;
 use crate::service::AgentService;
 use crate::store::{SqliteStore, Store};
+
+pub use auth::require_token;
 
 /// Everything a request handler or an MCP tool may use. Cheap to clone.
 #[derive(Clone)]
