@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use cmdr_executors::{PendingInputs, Registry, RegistryConfig};
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentLoop;
 use crate::agents::AgentCatalog;
@@ -37,6 +38,9 @@ pub struct AppState {
     pub auth_token: Option<Arc<str>>,
     /// The NATS connection commands go through (`--nats`), for `/health`.
     pub nats: Option<async_nats::Client>,
+    /// Fired when the server shuts down: every run's token is a child of it (use
+    /// [`AppState::run_token`]), so in-flight runs stop and persist as `stopped`.
+    pub shutdown: CancellationToken,
     started: Instant,
 }
 
@@ -89,8 +93,15 @@ impl AppState {
             inputs,
             auth_token: auth_token.filter(|t| !t.is_empty()).map(Arc::from),
             nats,
+            shutdown: CancellationToken::new(),
             started: Instant::now(),
         }
+    }
+
+    /// A cancellation token for one run or command: fired by the client going away (the
+    /// transport's business) or by server shutdown.
+    pub fn run_token(&self) -> CancellationToken {
+        self.shutdown.child_token()
     }
 
     /// Opens the database, connects to NATS if asked, and wires the registry, the agent
