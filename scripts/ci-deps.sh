@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond cargo: nats-server (Debian package), plus the
-# util-linux/bsdutils tools the CLI tests use (`setsid`, `script`). Safe to rerun.
+# util-linux/bsdutils tools the CLI tests use (`setsid`, `script`), then the browser
+# test tools (scripts/ui-deps.sh: chromium, playwright-core). Safe to rerun.
 set -euo pipefail
 
 missing=()
 command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
 command -v setsid >/dev/null 2>&1 || missing+=(util-linux)
 command -v script >/dev/null 2>&1 || missing+=(bsdutils)
-[ ${#missing[@]} -eq 0 ] && exit 0
 
-if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "ci-deps: missing ${missing[*]}; install them (Debian: apt-get install ${missing[*]})" >&2
-  exit 1
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "ci-deps: missing ${missing[*]}; install them (Debian: apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "ci-deps: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-echo "ci-deps: installing ${missing[*]}" >&2
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+
+"$(dirname "$0")/ui-deps.sh"

@@ -8,7 +8,9 @@
 //! - [`agent`]: the agent loop — `<shell>` detection, the loop, events, history.
 //! - [`agents`]: agent definitions on disk — [`agents::AgentCatalog`], `config.toml`,
 //!   and the strict command files (`commands/*.json`).
+//! - [`http`]: the REST + SSE API of `cmdr serve` ([`http::router`]), over [`server`].
 //! - [`llm`]: the model client (OpenAI-compatible streaming chat completions).
+//! - [`mcp`]: the MCP tools over streamable HTTP and stdio (rmcp), onto [`server::AppState`].
 //! - [`server`]: the state `cmdr serve` and `cmdr mcp` share (registry, service, inputs).
 //! - [`service`]: the agent service every transport calls: discovery, checks, locks, runs.
 //! - [`cli`]: the `cmdr` command line (`cmdr exec` …), one file per subcommand.
@@ -17,16 +19,21 @@
 //! - [`store`]: persistent conversations and turns ([`store::Store`], SQLite by default).
 //! - [`tty_input`]: the terminal [`InputBroker`](cmdr_executors::InputBroker) used by
 //!   `cmdr exec` to answer `REQUEST_USER_INPUT`.
+//! - [`web`]: the web UI (`web/`: HTML, CSS, ES modules) embedded in the binary
+//!   ([`web::router`]: `GET /` and `GET /assets/…`).
 
 pub mod agent;
 pub mod agents;
 pub mod cli;
+pub mod http;
 pub mod json_lines;
 pub mod llm;
+pub mod mcp;
 pub mod nats;
 pub mod server;
 pub mod service;
 pub mod store;
 pub mod tty_input;
+pub mod web;
 
 pub use cmdr_executors as executors;

@@ -6,6 +6,7 @@ mod chat;
 mod chat_view;
 mod exec;
 mod runner;
+mod serve;
 mod setup;
 mod submit;
 mod worker;
@@ -18,6 +19,7 @@ pub use agents::{
 };
 pub use chat::ChatArgs;
 pub use exec::ExecArgs;
+pub use serve::{McpArgs, ServeArgs};
 pub use submit::SubmitArgs;
 pub use worker::WorkerArgs;
 
@@ -56,6 +58,10 @@ pub enum CliCommand {
     Commands(CommandsArgs),
     /// List conversations and print their transcripts.
     Conversations(ConversationsArgs),
+    /// Serve the REST API, SSE streams and web UI (5010) and MCP over HTTP (5012).
+    Serve(ServeArgs),
+    /// Serve MCP on stdin/stdout (logs on stderr).
+    Mcp(McpArgs),
 }
 
 impl Cli {
@@ -69,6 +75,8 @@ impl Cli {
             CliCommand::Agents(args) => agents::run_agents(args).await,
             CliCommand::Commands(args) => agents::run_commands(args).await,
             CliCommand::Conversations(args) => agents::run_conversations(args).await,
+            CliCommand::Serve(args) => serve::run(args).await,
+            CliCommand::Mcp(args) => serve::run_mcp(args).await,
         }
     }
 }

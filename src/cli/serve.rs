@@ -1,0 +1,212 @@
+//! `cmdr serve` (REST, SSE and the web UI on one address, MCP over HTTP on another) and
+//! `cmdr mcp` (MCP on stdio), both over one [`AppState`].
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::agents::ServiceOptions;
+use super::setup::llm_client;
+use super::{shutdown_signal, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use crate::agents::AgentCatalog;
+use crate::server::{AppState, StateConfig};
+use crate::store::SqliteStore;
+
+/// How long in-flight runs get to stop and persist after SIGINT/SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Arguments of `cmdr serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address of the REST/SSE API and the web UI.
+    #[arg(long, env = "CMDR_ADDR", default_value = "127.0.0.1:5010")]
+    pub addr: SocketAddr,
+    /// Address of the MCP server (streamable HTTP at `/mcp`).
+    #[arg(long, env = "CMDR_MCP_ADDR", default_value = "127.0.0.1:5012")]
+    pub mcp_addr: SocketAddr,
+    /// Run commands on the NATS worker pool at this URL instead of in-process.
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
+    /// Bearer token required on every route and tool; mandatory off loopback.
+    #[arg(
+        long,
+        env = "CMDR_AUTH_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub auth_token: Option<String>,
+    /// Where runs without a working folder start (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub working_folder: Option<PathBuf>,
+    /// Where agents and conversations live.
+    #[command(flatten)]
+    pub options: ServiceOptions,
+}
+
+/// Arguments of `cmdr mcp`.
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    /// Run commands on the NATS worker pool at this URL instead of in-process.
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
+    /// Where runs without a working folder start (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub working_folder: Option<PathBuf>,
+    /// Where agents and conversations live.
+    #[command(flatten)]
+    pub options: ServiceOptions,
+}
+
+fn say(text: &str) {
+    let _ = writeln!(std::io::stdout(), "{text}");
+}
+
+fn complain(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// What both subcommands build their state from.
+fn state_config(
+    options: &ServiceOptions,
+    nats: Option<String>,
+    auth_token: Option<String>,
+    working_folder: Option<PathBuf>,
+) -> StateConfig {
+    StateConfig {
+        agents_dir: options
+            .agents_dir
+            .clone()
+            .unwrap_or_else(AgentCatalog::default_dir),
+        db: options.db.clone().unwrap_or_else(SqliteStore::default_path),
+        nats,
+        auth_token,
+        default_cwd: working_folder
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/")),
+    }
+}
+
+/// Runs `cmdr serve` until SIGINT/SIGTERM.
+pub async fn run(args: ServeArgs) -> u8 {
+    let open = !args.addr.ip().is_loopback() || !args.mcp_addr.ip().is_loopback();
+    let has_token = args.auth_token.as_deref().is_some_and(|t| !t.is_empty());
+    if open && !has_token {
+        complain(
+            "cmdr serve: listening beyond loopback needs --auth-token (or CMDR_AUTH_TOKEN): \
+             anyone who reaches the port could run commands on this machine",
+        );
+        return EXIT_USAGE;
+    }
+    let config = state_config(
+        &args.options,
+        args.nats,
+        args.auth_token,
+        args.working_folder,
+    );
+    let state = match AppState::build(config, llm_client(Some("cmdr serve"), None)).await {
+        Ok(state) => state,
+        Err(e) => {
+            complain(&format!("cmdr serve: {e}"));
+            return EXIT_FAILED;
+        }
+    };
+    let (api, mcp) = match (bind(args.addr).await, bind(args.mcp_addr).await) {
+        (Ok(api), Ok(mcp)) => (api, mcp),
+        (Err(e), _) | (_, Err(e)) => {
+            complain(&format!("cmdr serve: {e}"));
+            return EXIT_USAGE;
+        }
+    };
+    announce(&api, &mcp);
+    serve_both(state, api, mcp).await
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))
+}
+
+fn announce(api: &TcpListener, mcp: &TcpListener) {
+    let (Ok(api), Ok(mcp)) = (api.local_addr(), mcp.local_addr()) else {
+        return;
+    };
+    say(&format!("cmdr serve: web UI and REST API on http://{api}/"));
+    say(&format!(
+        "cmdr serve: MCP (streamable HTTP) on http://{mcp}/mcp"
+    ));
+}
+
+/// Serves until a signal; then stops every run (each persists as `stopped`), lets the
+/// connections finish within [`SHUTDOWN_GRACE`], and stops the executors.
+async fn serve_both(state: AppState, api: TcpListener, mcp: TcpListener) -> u8 {
+    let stop = CancellationToken::new();
+    let config = crate::http::HttpConfig::default();
+    let tasks = config.tasks.clone();
+    // The web UI's static assets are served without the token (they hold no data; every
+    // API call they make goes through the guarded routes).
+    let api_app = crate::http::router_with(state.clone(), config).merge(crate::web::router());
+    let mcp_app = crate::mcp::http_router(state.clone());
+    let api_server =
+        axum::serve(api, api_app).with_graceful_shutdown(stop.clone().cancelled_owned());
+    let mcp_server =
+        axum::serve(mcp, mcp_app).with_graceful_shutdown(stop.clone().cancelled_owned());
+    let servers = async { tokio::join!(api_server, mcp_server) };
+    tokio::pin!(servers);
+    let results = tokio::select! {
+        results = &mut servers => Some(results),
+        () = shutdown_signal() => None,
+    };
+    if let Some((api, mcp)) = results {
+        for e in [api.err(), mcp.err()].into_iter().flatten() {
+            complain(&format!("cmdr serve: {e}"));
+        }
+        return EXIT_FAILED;
+    }
+    say("cmdr serve: shutting down; stopping in-flight runs");
+    state.shutdown.cancel();
+    stop.cancel();
+    if tokio::time::timeout(SHUTDOWN_GRACE, &mut servers)
+        .await
+        .is_err()
+    {
+        complain("cmdr serve: connections still open after the grace period; closing them");
+    }
+    state.registry.shutdown(Duration::from_secs(2)).await;
+    EXIT_OK
+}
+
+/// Runs `cmdr mcp`: MCP over stdin/stdout until the client closes stdin.
+pub async fn run_mcp(args: McpArgs) -> u8 {
+    let config = state_config(&args.options, args.nats, None, args.working_folder);
+    let state = match AppState::build(config, llm_client(None, None)).await {
+        Ok(state) => state,
+        Err(e) => {
+            complain(&format!("cmdr mcp: {e}"));
+            return EXIT_FAILED;
+        }
+    };
+    let serving = crate::mcp::serve_stdio(state.clone());
+    tokio::pin!(serving);
+    let served = tokio::select! {
+        served = &mut serving => served,
+        () = shutdown_signal() => {
+            // Stop running calls, then let serve_stdio persist them before exiting.
+            state.shutdown.cancel();
+            serving.await
+        }
+    };
+    state.shutdown.cancel();
+    state.registry.shutdown(Duration::from_secs(2)).await;
+    match served {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            complain(&format!("cmdr mcp: {e}"));
+            EXIT_FAILED
+        }
+    }
+}

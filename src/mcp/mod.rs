@@ -1,0 +1,31 @@
+//! MCP (SPEC §7): the tools of cmdr for MCP clients, over streamable HTTP (mounted by
+//! `cmdr serve`, default `127.0.0.1:5012`) and over stdio (`cmdr mcp`), with the
+//! official Rust SDK `rmcp`. Every tool is a thin translation onto the agent service or
+//! the registry of [`AppState`](crate::server::AppState). See `docs/mcp.md`.
+//!
+//! - `tools`: [`CmdrMcp`], the tool handler: the tool list and `tools/call` dispatch.
+//! - `agent_tools`: `list_agents`, `list_commands`, `run_agent_instruction`, `run_command`.
+//! - `executor_tools`: `bash_exec`, `file_read`, `file_write`, `patch_file`,
+//!   `list_directory`.
+//! - [`params`]: the tools' input structs, whose JSON Schemas `tools/list` shows.
+//! - [`errors`]: refusals as JSON-RPC errors (`-32602`, `409`, `503`, `-32603`) with
+//!   `data.code`.
+//! - `progress`: progress notifications and the final answer of a run.
+//! - `cancel`: what stops a call (client cancellation, client gone, shutdown).
+//! - `http`: [`http_router`]; `stdio`: [`serve_stdio`].
+
+mod agent_tools;
+mod cancel;
+pub mod errors;
+mod executor_tools;
+mod http;
+pub mod params;
+mod progress;
+mod stdio;
+mod tools;
+
+pub use cancel::ClientGone;
+pub use http::{http_router, SSE_KEEP_ALIVE};
+pub use progress::HEARTBEAT;
+pub use stdio::serve_stdio;
+pub use tools::{tools, CmdrMcp};

@@ -1,0 +1,19 @@
+//! The HTTP API end to end (SPEC §6): a real server on an ephemeral port, a real HTTP
+//! client, the fake OpenAI-compatible LLM, a temp agents folder and SQLite file, real
+//! commands.
+//!
+//! - `routes`: discovery, conversations, health.
+//! - `runs`: runs to completion, SSE streams, stateless runs, errors, aborts, the lock.
+//! - `commands`: the raw job runner (SSE, combine, cancel, input, malformed bodies).
+//! - `security`: token, browser guard, body limit, unknown routes and methods.
+
+// Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod commands;
+#[path = "../agent/fake_llm.rs"]
+mod fake_llm;
+mod routes;
+mod runs;
+mod security;
+mod support;

@@ -1,0 +1,157 @@
+//! Aborting: a client's `notifications/cancelled`, a dropped HTTP request and server
+//! shutdown all stop the run, whose `stopped` turn is persisted.
+
+use std::time::Duration;
+
+use cmdr::mcp::CmdrMcp;
+use rmcp::ServiceExt;
+use serde_json::json;
+
+use crate::fake_llm::{FakeLlm, Reply};
+use crate::rpc::Rpc;
+use crate::{call, wait_stopped_turn, Recorder, Server, World};
+
+/// The id of the one conversation of `helper`, once it exists.
+async fn only_conversation(state: &cmdr::server::AppState) -> String {
+    for _ in 0..200 {
+        let conversations = state.service.conversations(Some("helper")).await.unwrap();
+        if let Some(c) = conversations.first() {
+            return c.id.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no conversation was created")
+}
+
+#[tokio::test]
+async fn notifications_cancelled_stops_the_run_and_persists_the_stopped_turn() {
+    let world = World::new();
+    let llm = FakeLlm::start(vec![Reply::Hang(vec!["thinking hard".into()])]).await;
+    let (state, store) = world.state(Some(&llm), None);
+
+    // rmcp's client and the handler over an in-process pipe: no HTTP involved.
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let handler = CmdrMcp::new(state.clone());
+    let served = tokio::spawn(async move {
+        let running = handler.serve(server_io).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    let client = Recorder::default().serve(client_io).await.unwrap();
+    let peer = client.peer().clone();
+    let pending = tokio::spawn(async move {
+        peer.call_tool(call(
+            "run_agent_instruction",
+            json!({"agentName": "helper", "instruction": "take your time"}),
+        ))
+        .await
+    });
+    llm.wait_requests(1).await;
+    let id = only_conversation(&state).await;
+
+    // Dropping the request future makes rmcp's client send `notifications/cancelled`.
+    pending.abort();
+    let turns = wait_stopped_turn(&store, &id).await;
+    let stopped = turns.last().unwrap();
+    assert_eq!(
+        stopped.content, "thinking hard",
+        "the partial reply is kept"
+    );
+    tokio::time::timeout(Duration::from_secs(10), llm.wait_disconnects(1))
+        .await
+        .expect("the model stream was closed");
+    assert!(!state.service.locks().is_busy(&id), "the lock is released");
+    client.cancel().await.unwrap();
+    served.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dropped_http_request_stops_the_run() {
+    let world = World::new();
+    let llm = FakeLlm::start(vec![Reply::Hang(vec!["partial".into()])]).await;
+    let (state, store) = world.state(Some(&llm), None);
+    let server = Server::start(state.clone()).await;
+    let (mut rpc, _) = Rpc::connect(&server.url(), None).await;
+
+    let (_, response) = rpc
+        .send(
+            "tools/call",
+            json!({"name": "run_agent_instruction",
+                   "arguments": {"agentName": "helper", "instruction": "go"}}),
+        )
+        .await;
+    llm.wait_requests(1).await;
+    let id = only_conversation(&state).await;
+    let started = std::time::Instant::now();
+    drop(response);
+    drop(rpc);
+
+    let turns = wait_stopped_turn(&store, &id).await;
+    assert_eq!(turns.last().unwrap().content, "partial");
+    println!(
+        "run stopped {:?} after the client went away",
+        started.elapsed()
+    );
+    tokio::time::timeout(Duration::from_secs(10), llm.wait_disconnects(1))
+        .await
+        .expect("the model stream was closed");
+}
+
+#[tokio::test]
+async fn a_dropped_http_request_kills_a_running_bash_exec() {
+    let world = World::new();
+    let (state, _) = world.state(None, None);
+    let server = Server::start(state.clone()).await;
+    let (mut rpc, _) = Rpc::connect(&server.url(), None).await;
+    let marker = world.work().join("finished");
+
+    let (_, response) = rpc
+        .send(
+            "tools/call",
+            json!({"name": "bash_exec",
+                   "arguments": {"command": format!("sleep 3 && touch {}", marker.display())}}),
+        )
+        .await;
+    for _ in 0..200 {
+        if state.registry.in_flight_count() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(state.registry.in_flight_count(), 1, "the command runs");
+    drop(response);
+    drop(rpc);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while state.registry.in_flight_count() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command was not stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        !marker.exists(),
+        "the command was killed before it finished"
+    );
+}
+
+#[tokio::test]
+async fn server_shutdown_stops_runs_in_progress() {
+    let world = World::new();
+    let llm = FakeLlm::start(vec![Reply::Hang(vec!["half".into()])]).await;
+    let (state, store) = world.state(Some(&llm), None);
+    let server = Server::start(state.clone()).await;
+    let (mut rpc, _) = Rpc::connect(&server.url(), None).await;
+    let (_, _response) = rpc
+        .send(
+            "tools/call",
+            json!({"name": "run_agent_instruction",
+                   "arguments": {"agentName": "helper", "instruction": "go"}}),
+        )
+        .await;
+    llm.wait_requests(1).await;
+    let id = only_conversation(&state).await;
+    state.shutdown.cancel();
+    let turns = wait_stopped_turn(&store, &id).await;
+    assert_eq!(turns.last().unwrap().content, "half");
+}

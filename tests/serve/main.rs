@@ -1,0 +1,225 @@
+//! `cmdr serve` as a process: addresses, health, the web UI, auth off loopback, and a
+//! graceful shutdown that stops in-flight runs and persists them.
+
+// Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../agent/fake_llm.rs"]
+mod fake_llm;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use cmdr::agent::{Role, TurnStatus};
+use cmdr::store::{SqliteStore, Store};
+use fake_llm::{FakeLlm, Reply};
+use futures_util::StreamExt;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// A running `cmdr serve` and the URLs it announced.
+struct Server {
+    child: Child,
+    api: String,
+    mcp: String,
+}
+
+fn serve_command(dir: &Path, llm: Option<&FakeLlm>, extra: &[&str]) -> Command {
+    serve_on(dir, llm, "127.0.0.1:0", extra)
+}
+
+fn serve_on(dir: &Path, llm: Option<&FakeLlm>, addr: &str, extra: &[&str]) -> Command {
+    let agents = dir.join("agents/helper");
+    std::fs::create_dir_all(&agents).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cmdr"));
+    command
+        .arg("serve")
+        .args(["--addr", addr, "--mcp-addr", "127.0.0.1:0"])
+        .args(extra)
+        .env("CMDR_AGENTS_DIR", dir.join("agents"))
+        .env("CMDR_DB", dir.join("cmdr.sqlite3"))
+        .env_remove("CMDR_AUTH_TOKEN")
+        .env_remove("CMDR_LLM_API_KEY")
+        .env_remove("CMDR_LLM_BASE_URL")
+        .env_remove("CMDR_LLM_MODEL")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(llm) = llm {
+        command
+            .env("CMDR_LLM_BASE_URL", llm.base_url())
+            .env("CMDR_LLM_MODEL", "fake-model");
+    }
+    command
+}
+
+/// Starts the server and reads its two announced URLs.
+async fn start(dir: &Path, llm: Option<&FakeLlm>, extra: &[&str]) -> Server {
+    let mut child = serve_command(dir, llm, extra).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut urls = Vec::new();
+    while urls.len() < 2 {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the server announces its addresses")
+            .unwrap()
+            .expect("the server is still running");
+        if let Some(url) = line.split(" on ").nth(1) {
+            urls.push(url.trim().to_owned());
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Server {
+        child,
+        api: urls[0].trim_end_matches('/').to_owned(),
+        mcp: urls[1].clone(),
+    }
+}
+
+impl Server {
+    /// SIGTERM, then the exit status (within 30 s).
+    async fn stop(mut self) -> i32 {
+        let pid = nix::unistd::Pid::from_raw(self.child.id().unwrap() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("the server exits within 30 s of SIGTERM")
+            .unwrap();
+        status.code().unwrap_or(-1)
+    }
+}
+
+fn client() -> reqwest::Client {
+    cmdr::llm::OpenAiClient::install_crypto_provider();
+    reqwest::Client::new()
+}
+
+#[tokio::test]
+async fn serve_announces_health_ui_and_mcp_then_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), None, &[]).await;
+    let http = client();
+    let health: serde_json::Value = http
+        .get(format!("{}/health", server.api))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["persistence"], "ok");
+    assert_eq!(health["nats"], "off");
+    assert_eq!(health["llm"], false);
+    let page = http.get(format!("{}/", server.api)).send().await.unwrap();
+    assert!(page.status().is_success());
+    assert!(page.text().await.unwrap().contains("<html"));
+    let agents: serde_json::Value = http
+        .get(format!("{}/agents", server.api))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(agents["agents"][0]["name"], "helper");
+    let init = http
+        .post(&server.mcp)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                       "clientInfo": {"name": "test", "version": "0"}}
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert!(init.status().is_success(), "{}", init.status());
+    assert!(init.text().await.unwrap().contains("\"cmdr\""));
+    assert_eq!(server.stop().await, 0);
+}
+
+#[tokio::test]
+async fn beyond_loopback_a_token_is_required_and_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = serve_on(dir.path(), None, "0.0.0.0:0", &[])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--auth-token"));
+
+    let server = start(dir.path(), None, &["--auth-token", "s3cret"]).await;
+    let http = client();
+    let agents = format!("{}/agents", server.api);
+    let denied = http.get(&agents).send().await.unwrap();
+    assert_eq!(denied.status(), 401);
+    let wrong = http.get(&agents).bearer_auth("nope").send().await.unwrap();
+    assert_eq!(wrong.status(), 401);
+    let allowed = http
+        .get(&agents)
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(allowed.status(), 200);
+    let mcp = http
+        .post(&server.mcp)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&serde_json::json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mcp.status(), 401, "MCP is protected too");
+    assert_eq!(server.stop().await, 0);
+}
+
+fn db(dir: &Path) -> PathBuf {
+    dir.join("cmdr.sqlite3")
+}
+
+#[tokio::test]
+async fn shutdown_stops_a_running_turn_and_persists_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = FakeLlm::start(vec![Reply::Hang(vec!["thinking hard".into()])]).await;
+    let server = start(dir.path(), Some(&llm), &[]).await;
+    let response = client()
+        .post(format!("{}/agents/helper/stream", server.api))
+        .json(&serde_json::json!({"message": "go"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains("thinking hard") {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), body.next())
+            .await
+            .expect("events within 30 s")
+            .expect("the stream goes on")
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let id = seen
+        .split("\"conversationId\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    let stopping = tokio::spawn(server.stop());
+    while let Some(Ok(chunk)) = body.next().await {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert_eq!(stopping.await.unwrap(), 0);
+    assert!(seen.contains("\"reason\":\"stopped\""), "{seen}");
+    let store = SqliteStore::open(&db(dir.path())).unwrap();
+    let turns = store.turns(&id).await.unwrap();
+    let last = turns.last().unwrap();
+    assert_eq!(
+        (last.role, last.content.as_str(), last.status),
+        (Role::Assistant, "thinking hard", TurnStatus::Stopped)
+    );
+}
