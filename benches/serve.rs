@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::Router;
 use cmdr::agent::AgentLoop;
 use cmdr::agents::AgentCatalog;
@@ -74,6 +75,10 @@ impl Config {
 async fn serve(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    // As `cmdr serve` does: no Nagle delay on small SSE events.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     tokio::spawn(async move { axum::serve(listener, app).await });
     addr
 }
@@ -194,6 +199,10 @@ async fn rest(config: &Config, cmdr: SocketAddr) {
     }
 }
 
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
 /// Reads an SSE body until `stop` says so; returns when each wanted event arrived.
 async fn first_events(response: reqwest::Response, started: Instant) -> (Duration, Duration) {
     let mut body = response.bytes_stream();
@@ -201,14 +210,18 @@ async fn first_events(response: reqwest::Response, started: Instant) -> (Duratio
     let mut seen = Vec::new();
     while let Some(chunk) = body.next().await {
         seen.extend_from_slice(&chunk.unwrap());
-        if first.is_none() && seen.windows(6).any(|w| w == b"data: ") {
+        if first.is_none() && contains(&seen, b"data: ") {
             first = Some(started.elapsed());
         }
-        if text.is_none() && seen.windows(14).any(|w| w == b"\"type\":\"text\"") {
+        if text.is_none() && contains(&seen, b"\"type\":\"text\"") {
             text = Some(started.elapsed());
         }
     }
-    (first.expect("an event"), text.expect("a text event"))
+    let seen = String::from_utf8_lossy(&seen);
+    (
+        first.unwrap_or_else(|| panic!("no event in {seen}")),
+        text.unwrap_or_else(|| panic!("no text event in {seen}")),
+    )
 }
 
 /// `first-event`: time to the first SSE event and the first model text through cmdr,
@@ -238,7 +251,7 @@ async fn first_event(config: &Config, cmdr: SocketAddr, llm: &FakeLlm) {
         let mut token = None;
         while let Some(chunk) = body.next().await {
             seen.extend_from_slice(&chunk.unwrap());
-            if token.is_none() && seen.windows(10).any(|w| w == b"\"content\":") {
+            if token.is_none() && contains(&seen, b"\"content\":") {
                 token = Some(started.elapsed());
             }
         }

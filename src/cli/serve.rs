@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -178,6 +179,12 @@ async fn serve_both(state: AppState, api: TcpListener, mcp: TcpListener) -> u8 {
     }
     state.registry.shutdown(Duration::from_secs(2)).await;
     EXIT_OK
+}
+
+fn nodelay(tcp: &mut tokio::net::TcpStream) {
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!("cannot set TCP_NODELAY: {e}");
+    }
 }
 
 /// Runs `cmdr mcp`: MCP over stdin/stdout until the client closes stdin.

@@ -105,6 +105,10 @@ impl FakeLlm {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = tokio::spawn(async move {
+            // Like real providers: small SSE chunks go out at once (no Nagle delay).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             axum::serve(listener, app).await.unwrap();
         });
         FakeLlm {
