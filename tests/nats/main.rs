@@ -9,6 +9,7 @@ mod bus;
 mod cli;
 mod durable;
 mod remote;
+mod serve;
 mod server;
 
 use std::sync::Arc;
