@@ -20,27 +20,33 @@ impl NatsServer {
     }
 
     /// Starts a server with extra configuration-file text (e.g. `max_payload: 65536`).
+    /// A free port can be taken by someone else before the server binds it: then the
+    /// server exits and another port is tried.
     pub fn start_with_config(extra: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let config = dir.path().join("nats.conf");
-        let store = dir.path().join("store");
-        std::fs::write(
-            &config,
-            format!(
-                "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {:?} }}\n{extra}\n",
-                store.display().to_string()
-            ),
-        )
-        .unwrap();
-        let server = Self {
-            child: spawn(&config),
-            port,
-            config,
-            _dir: dir,
-        };
-        server.wait_until_listening();
-        server
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            let port = free_port();
+            let config = dir.path().join("nats.conf");
+            let store = dir.path().join("store");
+            std::fs::write(
+                &config,
+                format!(
+                    "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {:?} }}\n{extra}\n",
+                    store.display().to_string()
+                ),
+            )
+            .unwrap();
+            let mut server = Self {
+                child: spawn(&config),
+                port,
+                config,
+                _dir: dir,
+            };
+            if server.wait_until_listening() {
+                return server;
+            }
+        }
+        panic!("nats-server could not start on a free port (5 tries)");
     }
 
     /// Kills the server (SIGKILL) and starts it again on the same port and store.
@@ -48,7 +54,7 @@ impl NatsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
         self.child = spawn(&self.config);
-        self.wait_until_listening();
+        assert!(self.wait_until_listening(), "nats-server did not restart");
     }
 
     /// `nats://127.0.0.1:<port>`.
@@ -56,9 +62,17 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
-    fn wait_until_listening(&self) {
+    /// Waits until this server (not some other process on the port: it must greet with
+    /// NATS `INFO`) answers; `false` when it exited first (its port was taken).
+    fn wait_until_listening(&mut self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        loop {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return false;
+            }
+            if greets_as_nats(self.port) {
+                return true;
+            }
             assert!(
                 Instant::now() < deadline,
                 "nats-server did not start listening"
@@ -117,4 +131,15 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Whether whatever listens on `port` greets like a NATS server.
+fn greets_as_nats(port: u16) -> bool {
+    use std::io::Read;
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut greeting = [0u8; 5];
+    stream.read_exact(&mut greeting).is_ok() && &greeting == b"INFO "
 }
