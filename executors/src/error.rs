@@ -29,6 +29,9 @@ pub enum ExecError {
         /// The OS error.
         source: io::Error,
     },
+    /// The path is outside the allowed roots (`--allow-root`).
+    #[error("{0}")]
+    PathNotAllowed(#[from] crate::confine::Denied),
     /// A file is not UTF-8 text.
     #[error("{}: not a UTF-8 text file ({size} bytes); binary content is not returned", .path.display())]
     NotText {
@@ -87,6 +90,7 @@ impl ExecError {
             ExecError::NotFound(_) => "NOT_FOUND",
             ExecError::PermissionDenied(_) => "PERMISSION_DENIED",
             ExecError::Io { .. } => "IO_ERROR",
+            ExecError::PathNotAllowed(_) => "PATH_NOT_ALLOWED",
             ExecError::NotText { .. } => "NOT_TEXT",
             ExecError::Patch(e) => e.code(),
             ExecError::Spawn { .. } => "SPAWN_FAILED",

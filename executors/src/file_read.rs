@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::confine::PathPolicy;
 use crate::error::ExecError;
 use crate::executor::{run_blocking, ExecContext, ExecFuture, Executor, OutputSink};
 use crate::outcome::{human_duration, Outcome};
@@ -25,8 +26,17 @@ pub const READ_CHUNK_SIZE: usize = 64 * 1024;
 const BINARY_SNIFF_LEN: usize = 8 * 1024;
 
 /// The `FILE_READ` executor.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FileRead;
+#[derive(Debug, Clone, Default)]
+pub struct FileRead {
+    paths: PathPolicy,
+}
+
+impl FileRead {
+    /// An executor that reads only where `paths` allows.
+    pub fn new(paths: PathPolicy) -> Self {
+        Self { paths }
+    }
+}
 
 impl Executor for FileRead {
     fn execute(&self, command: Command, ctx: ExecContext) -> ExecFuture<'_> {
@@ -36,7 +46,12 @@ impl Executor for FileRead {
             let started = Instant::now();
             let ExecContext { output, cancel, .. } = ctx;
             let path = cmd.file_path.clone();
-            let bytes = run_blocking(move || read_file(&path, window, &output, &cancel)).await?;
+            let paths = self.paths.clone();
+            let bytes = run_blocking(move || {
+                paths.check(&path, "file_path")?;
+                read_file(&path, window, &output, &cancel)
+            })
+            .await?;
             Ok(Outcome::succeeded(format!(
                 "File reading finished successfully in {} ({bytes} bytes).",
                 human_duration(started.elapsed())

@@ -26,6 +26,8 @@
 //! - `stream`: [`ResultStream`], the receiving end of one command.
 //! - `registry`: [`Registry`], type → actor, `execute`, `cancel`, `shutdown`.
 //! - `combine`: [`combine_output_results`].
+//! - `confine`: [`PathPolicy`], confinement of paths to allowed roots (`--allow-root`);
+//!   Landlock for `BASH_EXEC` writes lives in `bash_exec/sandbox.rs`.
 //! - `input`: the [`InputBroker`] trait and the in-process [`PendingInputs`].
 //! - One file per executor: `bash_exec/` (`BASH_EXEC`), `file_read` (`FILE_READ`),
 //!   `file_write` (`FILE_WRITE`), `patch_file` (`PATCH_FILE`, engine in [`patch`]),
@@ -62,6 +64,7 @@ mod atomic_write;
 mod bash_exec;
 mod combine;
 mod command;
+mod confine;
 mod decode;
 mod error;
 mod executor;
@@ -83,10 +86,12 @@ mod utf8;
 pub use actor::ActorConfig;
 pub use atomic_write::{write_atomic, NEW_FILE_MODE};
 pub use bash_exec::{
-    BashExec, BashExecConfig, CWD_REPORT_FD, DRAIN_AFTER_EXIT, FLUSH_BYTES, FLUSH_INTERVAL,
+    BashExec, BashExecConfig, Sandbox, SandboxStatus, CWD_REPORT_FD, DRAIN_AFTER_EXIT, FLUSH_BYTES,
+    FLUSH_INTERVAL,
 };
 pub use combine::combine_output_results;
 pub use command::UnknownCommandType;
+pub use confine::{resolve, Denied, PathPolicy, RootError};
 pub use decode::{
     decode_command, decode_command_slice, peek_command_id, DecodeError, DecodeFailure,
 };
@@ -105,7 +110,7 @@ pub use protocol::{
     BashExecCommand, Command, CommandType, ExecutionStatus, FileReadCommand, FileWriteCommand,
     ListDirectoryCommand, OutputResult, PatchFileCommand, RequestUserInputCommand,
 };
-pub use registry::{Registry, RegistryConfig, SubmitError, RESULT_CHANNEL_CAPACITY};
+pub use registry::{Confinement, Registry, RegistryConfig, SubmitError, RESULT_CHANNEL_CAPACITY};
 pub use request_user_input::RequestUserInput;
 pub use stream::ResultStream;
 pub use utf8::Utf8Decoder;

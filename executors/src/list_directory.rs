@@ -18,14 +18,24 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 use std::time::Instant;
 
+use crate::confine::PathPolicy;
 use crate::error::ExecError;
 use crate::executor::{run_blocking, ExecContext, ExecFuture, Executor};
 use crate::outcome::{human_duration, Outcome};
 use crate::protocol::{Command, ListDirectoryCommand};
 
 /// The `LIST_DIRECTORY` executor.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ListDirectory;
+#[derive(Debug, Clone, Default)]
+pub struct ListDirectory {
+    paths: PathPolicy,
+}
+
+impl ListDirectory {
+    /// An executor that lists only where `paths` allows.
+    pub fn new(paths: PathPolicy) -> Self {
+        Self { paths }
+    }
+}
 
 impl Executor for ListDirectory {
     fn execute(&self, command: Command, _ctx: ExecContext) -> ExecFuture<'_> {
@@ -33,7 +43,12 @@ impl Executor for ListDirectory {
             let cmd = ListDirectoryCommand::try_from(command)?;
             let started = Instant::now();
             let path = cmd.path.clone();
-            let (listing, entries) = run_blocking(move || list(&cmd.path)).await?;
+            let paths = self.paths.clone();
+            let (listing, entries) = run_blocking(move || {
+                paths.check(&cmd.path, "path")?;
+                list(&cmd.path)
+            })
+            .await?;
             let message = format!(
                 "Successfully listed directory '{}' in {} ({entries} entries).",
                 path.display(),

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::atomic_write::write_atomic;
+use crate::confine::PathPolicy;
 use crate::error::ExecError;
 use crate::executor::{run_blocking, ExecContext, ExecFuture, Executor};
 use crate::outcome::{human_duration, Outcome};
@@ -14,15 +15,29 @@ use crate::patch::{apply_patch, PatchedFile};
 use crate::protocol::{Command, PatchFileCommand};
 
 /// The `PATCH_FILE` executor.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PatchFile;
+#[derive(Debug, Clone, Default)]
+pub struct PatchFile {
+    paths: PathPolicy,
+}
+
+impl PatchFile {
+    /// An executor that patches only where `paths` allows.
+    pub fn new(paths: PathPolicy) -> Self {
+        Self { paths }
+    }
+}
 
 impl Executor for PatchFile {
     fn execute(&self, command: Command, _ctx: ExecContext) -> ExecFuture<'_> {
         Box::pin(async move {
             let cmd = PatchFileCommand::try_from(command)?;
             let started = Instant::now();
-            let (summary, notes) = run_blocking(move || patch(&cmd.file_path, &cmd.patch)).await?;
+            let paths = self.paths.clone();
+            let (summary, notes) = run_blocking(move || {
+                paths.check(&cmd.file_path, "file_path")?;
+                patch(&cmd.file_path, &cmd.patch)
+            })
+            .await?;
             let mut message = format!("{summary} in {}.", human_duration(started.elapsed()));
             for note in notes {
                 message.push(' ');

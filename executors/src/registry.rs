@@ -9,7 +9,8 @@ use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::actor::{spawn_actor, ActorConfig, ActorHandle, Envelope, Runtime};
-use crate::bash_exec::{BashExec, BashExecConfig};
+use crate::bash_exec::{BashExec, BashExecConfig, Sandbox, SandboxStatus};
+use crate::confine::PathPolicy;
 use crate::decode::decode_command;
 use crate::executor::Executor;
 use crate::file_read::FileRead;
@@ -70,6 +71,11 @@ pub struct RegistryConfig {
     pub file_actor: ActorConfig,
     /// Actor limits for `REQUEST_USER_INPUT` (questions wait on people: many at once).
     pub input_actor: ActorConfig,
+    /// Where file commands and `working_dir` may point (default: anywhere).
+    pub paths: PathPolicy,
+    /// Confine `BASH_EXEC` writes to the allowed roots with Landlock (needs roots in
+    /// `paths`; what the kernel enforces is in [`Registry::confinement`]).
+    pub landlock: bool,
 }
 
 impl Default for RegistryConfig {
@@ -83,6 +89,8 @@ impl Default for RegistryConfig {
                 max_concurrent: 1024,
                 ..ActorConfig::default()
             },
+            paths: PathPolicy::unrestricted(),
+            landlock: false,
         }
     }
 }
@@ -100,6 +108,16 @@ struct Inner {
     actors: DashMap<CommandType, ActorHandle>,
     runtime: Arc<Runtime>,
     closed: AtomicBool,
+    confinement: Confinement,
+}
+
+/// How a registry's default executors are confined.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Confinement {
+    /// Where file commands and `working_dir` may point.
+    pub paths: PathPolicy,
+    /// What Landlock enforces on `BASH_EXEC` writes; `None` when not asked for.
+    pub landlock: Option<SandboxStatus>,
 }
 
 impl Registry {
@@ -115,21 +133,47 @@ impl Registry {
 
     /// A registry with all six executors, set up by `config`.
     pub fn with_config(config: RegistryConfig) -> Self {
-        let registry = Self::new();
+        let paths = config.paths.clone();
+        let mut bash = BashExec::new(config.bash.clone()).with_paths(paths.clone());
+        let mut landlock = None;
+        if config.landlock {
+            let (sandbox, status) = Sandbox::start(paths.roots());
+            if let Some(sandbox) = sandbox {
+                bash = bash.with_sandbox(Arc::new(sandbox));
+            }
+            landlock = Some(status);
+        }
+        let registry = Self {
+            inner: Arc::new(Inner {
+                confinement: Confinement {
+                    paths: paths.clone(),
+                    landlock,
+                },
+                ..Inner::default()
+            }),
+        };
         let bash_actor = ActorConfig {
             default_timeout: config.bash.default_timeout,
             ..config.bash_actor.clone()
         };
-        let bash = BashExec::new(config.bash.clone());
         registry.register_with(CommandType::BashExec, bash, bash_actor);
         let files = [
             (
                 CommandType::FileRead,
-                Arc::new(FileRead) as Arc<dyn Executor>,
+                Arc::new(FileRead::new(paths.clone())) as Arc<dyn Executor>,
             ),
-            (CommandType::FileWrite, Arc::new(FileWrite)),
-            (CommandType::PatchFile, Arc::new(PatchFile)),
-            (CommandType::ListDirectory, Arc::new(ListDirectory)),
+            (
+                CommandType::FileWrite,
+                Arc::new(FileWrite::new(paths.clone())),
+            ),
+            (
+                CommandType::PatchFile,
+                Arc::new(PatchFile::new(paths.clone())),
+            ),
+            (
+                CommandType::ListDirectory,
+                Arc::new(ListDirectory::new(paths)),
+            ),
         ];
         for (ty, executor) in files {
             registry.register_arc(ty, executor, config.file_actor.clone());
@@ -164,6 +208,11 @@ impl Registry {
     ) {
         let handle = spawn_actor(executor, config, self.inner.runtime.clone());
         self.inner.actors.insert(command_type, handle);
+    }
+
+    /// How the default executors are confined (allowed roots, Landlock status).
+    pub fn confinement(&self) -> &Confinement {
+        &self.inner.confinement
     }
 
     /// Whether an executor serves `command_type`.

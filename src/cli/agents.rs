@@ -12,8 +12,9 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::chat_view::TICK;
+use super::confine::{self, ConfineArgs};
 use super::setup::{llm_client, view};
-use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 use crate::agent::{AgentLoop, RunOutcome, TurnStatus, DEFAULT_MAX_ITERATIONS};
 use crate::agents::AgentCatalog;
 use crate::service::{AgentService, PreparedRun, RunTarget, ServiceError};
@@ -81,6 +82,9 @@ pub enum CommandsAction {
         /// Absolute path of the directory the commands start in.
         #[arg(long, value_name = "DIR")]
         working_folder: Option<String>,
+        /// Where commands may reach.
+        #[command(flatten)]
+        confine: ConfineArgs,
     },
 }
 
@@ -125,14 +129,23 @@ impl ServiceOptions {
         Ok(Arc::new(SqliteStore::open(&path)?))
     }
 
-    /// The service; `llm` only for subcommands that run agents.
-    fn service(&self, llm: bool) -> Result<AgentService, ServiceError> {
-        let llm = if llm { llm_client(None, None) } else { None };
+    /// The service for subcommands that run nothing.
+    fn service(&self) -> Result<AgentService, ServiceError> {
+        self.service_with(None, Registry::with_defaults())
+    }
+
+    /// The service; `llm` only for subcommands that run agents, commands in `registry`.
+    fn service_with(
+        &self,
+        llm: Option<Arc<dyn crate::llm::LlmClient>>,
+        registry: Registry,
+    ) -> Result<AgentService, ServiceError> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let cwd = confine::default_folder(cwd, &registry.confinement().paths);
         Ok(AgentService::new(
             self.catalog(),
             self.store()?,
-            AgentLoop::new(llm, Registry::with_defaults()),
+            AgentLoop::new(llm, registry),
             cwd,
         ))
     }
@@ -171,19 +184,20 @@ pub async fn run_commands(args: CommandsArgs) -> u8 {
             command,
             conversation,
             working_folder,
+            confine,
         } => {
             let target = RunTarget {
                 agent,
                 conversation_id: conversation,
                 working_folder,
             };
-            run_command(&args.options, target, &command).await
+            run_command(&args.options, target, &command, &confine).await
         }
     }
 }
 
 async fn list_commands(options: &ServiceOptions, agent: Option<String>) -> u8 {
-    let service = match options.service(false) {
+    let service = match options.service() {
         Ok(service) => service,
         Err(e) => return fail(&e),
     };
@@ -217,8 +231,21 @@ async fn list_commands(options: &ServiceOptions, agent: Option<String>) -> u8 {
     print(&out)
 }
 
-async fn run_command(options: &ServiceOptions, target: RunTarget, command: &str) -> u8 {
-    let service = match options.service(true) {
+async fn run_command(
+    options: &ServiceOptions,
+    target: RunTarget,
+    command: &str,
+    confine: &ConfineArgs,
+) -> u8 {
+    let registry = match confine.registry_config() {
+        Ok(config) => Registry::with_config(config),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "error [INVALID_REQUEST]: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    confine::report("cmdr commands run", registry.confinement());
+    let service = match options.service_with(llm_client(None, None), registry) {
         Ok(service) => service,
         Err(e) => return fail(&e),
     };
@@ -276,7 +303,7 @@ async fn drive(run: PreparedRun, view: &mut super::chat_view::ChatView) -> (RunO
 
 /// Runs `cmdr conversations …`.
 pub async fn run_conversations(args: ConversationsArgs) -> u8 {
-    let service = match args.options.service(false) {
+    let service = match args.options.service() {
         Ok(service) => service,
         Err(e) => return fail(&e),
     };

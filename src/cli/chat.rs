@@ -17,6 +17,7 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::chat_view::{ChatView, TICK};
+use super::confine::{self, ConfineArgs};
 use super::setup::{llm_client, view};
 use super::{EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 use crate::agent::{system_prompt, AgentLoop, RunOptions, Session, DEFAULT_MAX_ITERATIONS};
@@ -50,21 +51,40 @@ pub struct ChatArgs {
     /// Deadline of each command, in seconds (default: 5 minutes).
     #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..))]
     pub command_timeout_secs: Option<u64>,
+    /// Where commands may reach.
+    #[command(flatten)]
+    pub confine: ConfineArgs,
 }
 
 /// Runs `cmdr chat`; returns the exit status.
 pub async fn run(args: ChatArgs) -> u8 {
-    let folder = match working_folder(args.working_folder.as_deref()) {
-        Ok(folder) => folder,
+    let registry = match args.confine.registry_config() {
+        Ok(config) => Registry::with_config(config),
         Err(message) => {
             eprint_line(&format!("cmdr chat: {message}"));
             return EXIT_USAGE;
         }
     };
+    let paths = &registry.confinement().paths;
+    let folder = match working_folder(args.working_folder.as_deref()) {
+        Ok(folder) if args.working_folder.is_none() => confine::default_folder(folder, paths),
+        Ok(folder) => match confine::check_folder(&folder, paths) {
+            Ok(()) => folder,
+            Err(message) => {
+                eprint_line(&format!("cmdr chat: {message}"));
+                return EXIT_USAGE;
+            }
+        },
+        Err(message) => {
+            eprint_line(&format!("cmdr chat: {message}"));
+            return EXIT_USAGE;
+        }
+    };
+    confine::report("cmdr chat", registry.confinement());
     let signals = Signals::install();
     let agent = AgentLoop::new(
         llm_client(Some("cmdr chat"), args.model.as_deref()),
-        Registry::with_defaults(),
+        registry,
     );
     let options = RunOptions {
         system_prompt: system_prompt(None),

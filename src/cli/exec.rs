@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use cmdr_executors::{Registry, RegistryConfig, ResultStream};
 
+use super::confine::{self, ConfineArgs};
 use super::runner::{self, RunOptions, Submitter};
+use super::EXIT_USAGE;
 use crate::tty_input::TtyInput;
 
 /// Arguments of `cmdr exec`.
@@ -23,6 +25,9 @@ pub struct ExecArgs {
     /// Default timeout of BASH_EXEC commands without `timeout_ms`, in milliseconds.
     #[arg(long, value_name = "MS")]
     pub timeout_ms: Option<u64>,
+    /// Where commands may reach.
+    #[command(flatten)]
+    pub confine: ConfineArgs,
 }
 
 /// Runs `cmdr exec`; returns the exit status.
@@ -31,6 +36,10 @@ pub async fn run(args: ExecArgs) -> u8 {
         input_broker: Arc::new(TtyInput::default()),
         ..RegistryConfig::default()
     };
+    if let Err(e) = args.confine.apply(&mut config) {
+        eprintln!("cmdr exec: {e}");
+        return EXIT_USAGE;
+    }
     if let Some(ms) = args.timeout_ms {
         config.bash.default_timeout = Some(Duration::from_millis(ms));
     }
@@ -39,6 +48,7 @@ pub async fn run(args: ExecArgs) -> u8 {
         jobs: args.jobs,
     };
     let registry = Registry::with_config(config);
+    confine::report("cmdr exec", registry.confinement());
     runner::run(args.input.as_deref(), registry, options, "exec").await
 }
 

@@ -4,6 +4,7 @@
 mod agents;
 mod chat;
 mod chat_view;
+mod confine;
 mod exec;
 mod runner;
 mod serve;
@@ -18,6 +19,7 @@ pub use agents::{
     ConversationsArgs, ServiceOptions,
 };
 pub use chat::ChatArgs;
+pub use confine::ConfineArgs;
 pub use exec::ExecArgs;
 pub use serve::{McpArgs, ServeArgs};
 pub use submit::SubmitArgs;

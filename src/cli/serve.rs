@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::agents::ServiceOptions;
+use super::confine::{self, ConfineArgs};
 use super::setup::llm_client;
 use super::{shutdown_signal, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::agents::AgentCatalog;
@@ -46,6 +47,9 @@ pub struct ServeArgs {
     /// Where agents and conversations live.
     #[command(flatten)]
     pub options: ServiceOptions,
+    /// Where commands may reach.
+    #[command(flatten)]
+    pub confine: ConfineArgs,
 }
 
 /// Arguments of `cmdr mcp`.
@@ -60,6 +64,9 @@ pub struct McpArgs {
     /// Where agents and conversations live.
     #[command(flatten)]
     pub options: ServiceOptions,
+    /// Where commands may reach.
+    #[command(flatten)]
+    pub confine: ConfineArgs,
 }
 
 fn say(text: &str) {
@@ -70,14 +77,29 @@ fn complain(text: &str) {
     let _ = writeln!(std::io::stderr(), "{text}");
 }
 
-/// What both subcommands build their state from.
+/// What both subcommands build their state from; the error is a usage error.
 fn state_config(
     options: &ServiceOptions,
     nats: Option<String>,
     auth_token: Option<String>,
     working_folder: Option<PathBuf>,
-) -> StateConfig {
-    StateConfig {
+    confine: &ConfineArgs,
+) -> Result<StateConfig, String> {
+    let paths = confine.registry_config()?.paths;
+    if nats.is_some() && paths.is_restricted() {
+        return Err(
+            "with --nats, commands run on the workers: confine them there \
+                    (`cmdr worker --allow-root DIR`)"
+                .to_owned(),
+        );
+    }
+    if let Some(folder) = &working_folder {
+        confine::check_folder(folder, &paths)?;
+    }
+    let default_cwd = working_folder
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("/"));
+    Ok(StateConfig {
         agents_dir: options
             .agents_dir
             .clone()
@@ -85,10 +107,10 @@ fn state_config(
         db: options.db.clone().unwrap_or_else(SqliteStore::default_path),
         nats,
         auth_token,
-        default_cwd: working_folder
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_else(|| PathBuf::from("/")),
-    }
+        default_cwd: confine::default_folder(default_cwd, &paths),
+        paths,
+        landlock: confine.landlock,
+    })
 }
 
 /// Runs `cmdr serve` until SIGINT/SIGTERM.
@@ -102,12 +124,19 @@ pub async fn run(args: ServeArgs) -> u8 {
         );
         return EXIT_USAGE;
     }
-    let config = state_config(
+    let config = match state_config(
         &args.options,
         args.nats,
         args.auth_token,
         args.working_folder,
-    );
+        &args.confine,
+    ) {
+        Ok(config) => config,
+        Err(e) => {
+            complain(&format!("cmdr serve: {e}"));
+            return EXIT_USAGE;
+        }
+    };
     let state = match AppState::build(config, llm_client(Some("cmdr serve"), None)).await {
         Ok(state) => state,
         Err(e) => {
@@ -123,6 +152,7 @@ pub async fn run(args: ServeArgs) -> u8 {
         }
     };
     announce(&api, &mcp);
+    confine::report("cmdr serve", state.registry.confinement());
     serve_both(state, api, mcp).await
 }
 
@@ -193,7 +223,19 @@ fn nodelay(tcp: &mut tokio::net::TcpStream) {
 
 /// Runs `cmdr mcp`: MCP over stdin/stdout until the client closes stdin.
 pub async fn run_mcp(args: McpArgs) -> u8 {
-    let config = state_config(&args.options, args.nats, None, args.working_folder);
+    let config = match state_config(
+        &args.options,
+        args.nats,
+        None,
+        args.working_folder,
+        &args.confine,
+    ) {
+        Ok(config) => config,
+        Err(e) => {
+            complain(&format!("cmdr mcp: {e}"));
+            return EXIT_USAGE;
+        }
+    };
     let state = match AppState::build(config, llm_client(None, None)).await {
         Ok(state) => state,
         Err(e) => {
@@ -201,6 +243,7 @@ pub async fn run_mcp(args: McpArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
+    confine::report("cmdr mcp", state.registry.confinement());
     let serving = crate::mcp::serve_stdio(state.clone());
     tokio::pin!(serving);
     let served = tokio::select! {

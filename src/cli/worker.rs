@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmdr_executors::{Registry, RegistryConfig};
+use cmdr_executors::Registry;
 
+use super::confine::{self, ConfineArgs};
 use super::{connect, shutdown_signal, EXIT_OK, EXIT_USAGE};
 use crate::nats::durable::DurableSettings;
 use crate::nats::input::NatsInput;
@@ -35,10 +36,20 @@ pub struct WorkerArgs {
     /// Durable mode: deliveries of one command before it is failed.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: u32,
+    /// Where commands may reach.
+    #[command(flatten)]
+    pub confine: ConfineArgs,
 }
 
 /// Runs `cmdr worker`; returns the exit status.
 pub async fn run(args: WorkerArgs) -> u8 {
+    let mut config = match args.confine.registry_config() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("cmdr worker: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let client = match connect(&args.nats, "cmdr worker").await {
         Ok(client) => client,
         Err(message) => {
@@ -46,10 +57,9 @@ pub async fn run(args: WorkerArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let registry = Registry::with_config(RegistryConfig {
-        input_broker: Arc::new(NatsInput::new(client.clone())),
-        ..RegistryConfig::default()
-    });
+    config.input_broker = Arc::new(NatsInput::new(client.clone()));
+    let registry = Registry::with_config(config);
+    confine::report("cmdr worker", registry.confinement());
     let options = WorkerOptions {
         queue: args.queue,
         jobs: args.jobs as usize,

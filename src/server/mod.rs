@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cmdr_executors::{PendingInputs, Registry, RegistryConfig};
+use cmdr_executors::{PathPolicy, PendingInputs, Registry, RegistryConfig};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -57,6 +57,10 @@ pub struct StateConfig {
     pub auth_token: Option<String>,
     /// Where runs without a working folder start.
     pub default_cwd: PathBuf,
+    /// Where in-process commands and working folders may point (`--allow-root`).
+    pub paths: PathPolicy,
+    /// Confine in-process `BASH_EXEC` writes with Landlock (`--landlock`).
+    pub landlock: bool,
 }
 
 /// What `GET /health` answers.
@@ -75,6 +79,18 @@ pub struct Health {
     /// Seconds since start.
     #[serde(rename = "uptimeSecs")]
     pub uptime_secs: u64,
+    /// What commands may reach.
+    pub confinement: HealthConfinement,
+}
+
+/// The confinement part of `GET /health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HealthConfinement {
+    /// The allowed roots (`--allow-root`); empty: no limit.
+    pub roots: Vec<String>,
+    /// `off`, `enforced`, `partially enforced …` or `not enforced: <why>` (Landlock on
+    /// `BASH_EXEC` writes).
+    pub landlock: String,
 }
 
 impl AppState {
@@ -112,7 +128,10 @@ impl AppState {
     ) -> Result<Self, String> {
         let inputs = PendingInputs::new();
         let (registry, nats) = match &config.nats {
-            None => (local_registry(&inputs), None),
+            None => (
+                confined_registry(&inputs, config.paths.clone(), config.landlock),
+                None,
+            ),
             Some(url) => {
                 let (registry, client) = remote_registry(url, &inputs).await?;
                 (registry, Some(client))
@@ -161,6 +180,23 @@ impl AppState {
                 .model_id(&crate::agent::RunOptions::default())
                 .is_some(),
             uptime_secs: self.started.elapsed().as_secs(),
+            confinement: self.confinement(),
+        }
+    }
+
+    fn confinement(&self) -> HealthConfinement {
+        let confinement = self.registry.confinement();
+        HealthConfinement {
+            roots: confinement
+                .paths
+                .roots()
+                .iter()
+                .map(|root| root.display().to_string())
+                .collect(),
+            landlock: confinement
+                .landlock
+                .as_ref()
+                .map_or_else(|| "off".to_owned(), ToString::to_string),
         }
     }
 
@@ -178,8 +214,16 @@ impl AppState {
 
 /// The in-process executors, asking questions through `inputs`.
 pub fn local_registry(inputs: &PendingInputs) -> Registry {
+    confined_registry(inputs, PathPolicy::unrestricted(), false)
+}
+
+/// The in-process executors, asking questions through `inputs`, confined to `paths`
+/// (and, with `landlock`, their shells' writes too).
+pub fn confined_registry(inputs: &PendingInputs, paths: PathPolicy, landlock: bool) -> Registry {
     Registry::with_config(RegistryConfig {
         input_broker: Arc::new(inputs.clone()),
+        paths,
+        landlock,
         ..RegistryConfig::default()
     })
 }

@@ -37,6 +37,9 @@ pub enum ServiceError {
     /// `working_folder` is not an existing directory.
     #[error("working_folder '{0}' is not an existing directory")]
     WorkingFolderNotFound(String),
+    /// `working_folder` is outside the allowed roots (`--allow-root`).
+    #[error("{0}")]
+    PathNotAllowed(cmdr_executors::Denied),
     /// The conversation belongs to another agent.
     #[error("conversation '{conversation}' belongs to agent '{owner}', not '{requested}'")]
     AgentMismatch {
@@ -70,6 +73,7 @@ impl ServiceError {
             Self::RunInProgress(_) => "RUN_IN_PROGRESS",
             Self::WorkingFolderInvalid(_) => "WORKING_FOLDER_INVALID",
             Self::WorkingFolderNotFound(_) => "WORKING_FOLDER_NOT_FOUND",
+            Self::PathNotAllowed(_) => "PATH_NOT_ALLOWED",
             Self::AgentMismatch { .. } => "AGENT_MISMATCH",
             Self::ConversationArchived(_) => "CONVERSATION_ARCHIVED",
             Self::LlmUnavailable => "LLM_UNAVAILABLE",

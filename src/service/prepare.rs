@@ -62,7 +62,7 @@ impl AgentService {
         steps: Steps,
     ) -> Result<PreparedRun, ServiceError> {
         let working_folder = match &target.working_folder {
-            Some(folder) => Some(check_working_folder(folder.clone()).await?),
+            Some(folder) => Some(self.check_working_folder(folder.clone()).await?),
             None => None,
         };
         let options = run_options(&agent);
@@ -177,18 +177,30 @@ fn run_options(agent: &Agent) -> RunOptions {
     }
 }
 
-/// `WORKING_FOLDER_INVALID` unless absolute; `WORKING_FOLDER_NOT_FOUND` unless an existing
-/// directory.
-async fn check_working_folder(folder: String) -> Result<PathBuf, ServiceError> {
-    let path = PathBuf::from(&folder);
-    if !path.is_absolute() {
-        return Err(ServiceError::WorkingFolderInvalid(folder));
+impl AgentService {
+    /// `WORKING_FOLDER_INVALID` unless absolute; `WORKING_FOLDER_NOT_FOUND` unless an
+    /// existing directory; `PATH_NOT_ALLOWED` unless beneath an allowed root (when the
+    /// registry is confined).
+    async fn check_working_folder(&self, folder: String) -> Result<PathBuf, ServiceError> {
+        let path = PathBuf::from(&folder);
+        if !path.is_absolute() {
+            return Err(ServiceError::WorkingFolderInvalid(folder));
+        }
+        let paths = self.agent_loop().registry().confinement().paths.clone();
+        let probe = path.clone();
+        let checked = blocking(move || {
+            if !Path::is_dir(&probe) {
+                return Ok(false);
+            }
+            paths.check(&probe, "working_folder").map(|()| true)
+        })
+        .await?;
+        match checked {
+            Ok(true) => Ok(path),
+            Ok(false) => Err(ServiceError::WorkingFolderNotFound(folder)),
+            Err(denied) => Err(ServiceError::PathNotAllowed(denied)),
+        }
     }
-    let probe = path.clone();
-    if !blocking(move || Path::is_dir(&probe)).await? {
-        return Err(ServiceError::WorkingFolderNotFound(folder));
-    }
-    Ok(path)
 }
 
 fn check_conversation_id(id: String) -> Result<String, ServiceError> {

@@ -6,11 +6,13 @@
 //! - `runs`: runs to completion, SSE streams, stateless runs, errors, aborts, the lock.
 //! - `commands`: the raw job runner (SSE, combine, cancel, input, malformed bodies).
 //! - `security`: token, browser guard, body limit, unknown routes and methods.
+//! - `confine`: `--allow-root` over HTTP (working folders, commands, health).
 
 // Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod commands;
+mod confine;
 #[path = "../agent/fake_llm.rs"]
 mod fake_llm;
 mod routes;

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use cmdr::agent::AgentLoop;
 use cmdr::agents::AgentCatalog;
+use cmdr::executors::PathPolicy;
 use cmdr::executors::PendingInputs;
 use cmdr::http::{router_with, HttpConfig};
 use cmdr::llm::{LlmClient, LlmConfig, OpenAiClient};
-use cmdr::server::{local_registry, AppState};
+use cmdr::server::{confined_registry, AppState};
 use cmdr::service::AgentService;
 use cmdr::store::{SqliteStore, Store};
 use futures_core::Stream;
@@ -84,6 +85,8 @@ pub fn three_steps() -> String {
 pub struct Options {
     pub token: Option<String>,
     pub config: HttpConfig,
+    /// Confine commands and working folders to the world's work folder.
+    pub confined: bool,
 }
 
 /// A running server; stopped when dropped.
@@ -111,7 +114,11 @@ pub async fn start(llm: Option<&FakeLlm>, options: Options) -> Server {
     OpenAiClient::install_crypto_provider();
     let world = World::new();
     let inputs = PendingInputs::new();
-    let registry = local_registry(&inputs);
+    let paths = match options.confined {
+        true => PathPolicy::allow_roots([world.work()]).unwrap(),
+        false => PathPolicy::unrestricted(),
+    };
+    let registry = confined_registry(&inputs, paths, false);
     let client = llm.map(|llm| {
         Arc::new(OpenAiClient::new(LlmConfig::new(llm.base_url(), "fake-model")).unwrap())
             as Arc<dyn LlmClient>

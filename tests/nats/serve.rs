@@ -19,6 +19,8 @@ async fn a_server_state_with_nats_runs_commands_on_the_worker_pool() {
             nats: Some(server.url()),
             auth_token: None,
             default_cwd: dir.path().to_owned(),
+            paths: cmdr_executors::PathPolicy::unrestricted(),
+            landlock: false,
         },
         None,
     )

@@ -193,3 +193,53 @@ fn every_subcommand_has_help() {
     cmdr().arg("--help").assert().success();
     cmdr().args(["exec", "--help"]).assert().success();
 }
+
+#[test]
+fn allow_root_confines_exec_and_says_so() {
+    let root = tempfile::tempdir().unwrap();
+    let root_path = std::fs::canonicalize(root.path()).unwrap();
+    let inside = root_path.join("in.txt");
+    let input = format!(
+        "{}\n{}\n",
+        serde_json::json!({"command_id":"in","commandType":"FILE_WRITE","file_path":inside,"content":"x"}),
+        serde_json::json!({"command_id":"out","commandType":"FILE_READ","file_path":"/etc/hostname"}),
+    );
+    let out = cmdr()
+        .args(["exec", "--allow-root"])
+        .arg(&root_path)
+        .arg("-")
+        .write_stdin(input)
+        .assert()
+        .code(1);
+    let output = out.get_output();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("commands confined to {}", root_path.display())),
+        "{stderr}"
+    );
+    let results = by_id(&results(&output.stdout));
+    assert_eq!(
+        results["in"].last().unwrap().status,
+        ExecutionStatus::Succeeded
+    );
+    let denied = results["out"].last().unwrap();
+    assert_eq!(
+        denied.error_code.as_deref(),
+        Some("PATH_NOT_ALLOWED"),
+        "{denied:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "x");
+}
+
+#[test]
+fn an_unusable_allow_root_is_a_usage_error() {
+    let out = cmdr()
+        .args(["exec", "--allow-root", "/definitely/not/here", "{}"])
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("--allow-root /definitely/not/here"),
+        "{stderr}"
+    );
+}

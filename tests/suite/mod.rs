@@ -3,6 +3,7 @@
 mod bash_exec;
 mod cli;
 mod combine;
+mod confine;
 mod file_read;
 mod file_write;
 mod list_directory;

@@ -15,11 +15,14 @@
 
 mod process;
 mod pump;
+mod sandbox;
 
 use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::confine::PathPolicy;
 use crate::error::ExecError;
 use crate::executor::{ExecContext, ExecFuture, Executor};
 use crate::outcome::{human_duration, Outcome};
@@ -27,6 +30,7 @@ use crate::protocol::{BashExecCommand, Command};
 
 pub use process::CWD_REPORT_FD;
 pub use pump::{DRAIN_AFTER_EXIT, FLUSH_BYTES, FLUSH_INTERVAL};
+pub use sandbox::{Sandbox, SandboxStatus};
 
 /// Settings of the `BASH_EXEC` executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,12 +60,31 @@ impl Default for BashExecConfig {
 #[derive(Debug, Clone, Default)]
 pub struct BashExec {
     config: BashExecConfig,
+    /// Where `working_dir` may point.
+    paths: PathPolicy,
+    /// The Landlock-restricted spawner, when writes are confined.
+    sandbox: Option<Arc<Sandbox>>,
 }
 
 impl BashExec {
     /// An executor with `config`.
     pub fn new(config: BashExecConfig) -> Self {
-        Self { config }
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
+    /// Confines `working_dir` (and the default directory) to `paths`.
+    pub fn with_paths(mut self, paths: PathPolicy) -> Self {
+        self.paths = paths;
+        self
+    }
+
+    /// Spawns every shell through `sandbox`, so its writes are confined by Landlock.
+    pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
     }
 }
 
@@ -71,7 +94,9 @@ impl Executor for BashExec {
             let cmd = BashExecCommand::try_from(command)?;
             let dir = self.working_dir(&cmd)?;
             let started = Instant::now();
-            let mut shell = process::Shell::spawn(&self.config.shell, &cmd, dir.as_deref())?;
+            let sandbox = self.sandbox.as_deref();
+            let mut shell =
+                process::Shell::spawn(&self.config.shell, &cmd, dir.as_deref(), sandbox).await?;
             let pumped = pump::pump(&mut shell, &ctx, self.config.kill_grace).await;
             let final_cwd = shell.final_cwd();
             let status = pumped?;
@@ -89,6 +114,7 @@ impl BashExec {
             (None, default) => default.clone(),
         };
         let Some(dir) = dir else {
+            self.check_inherited_dir()?;
             return Ok(None);
         };
         if !dir.is_absolute() {
@@ -97,6 +123,7 @@ impl BashExec {
                 dir.display()
             )));
         }
+        self.paths.check(&dir, "working_dir")?;
         match std::fs::metadata(&dir) {
             Ok(meta) if meta.is_dir() => Ok(Some(dir)),
             Ok(_) => Err(ExecError::InvalidInput(format!(
@@ -105,6 +132,20 @@ impl BashExec {
             ))),
             Err(e) => Err(ExecError::io(&dir, e)),
         }
+    }
+}
+
+impl BashExec {
+    /// When confined, a command without `working_dir` would run in cmdr's own directory:
+    /// allowed only if that lies beneath a root too.
+    fn check_inherited_dir(&self) -> Result<(), ExecError> {
+        if !self.paths.is_restricted() {
+            return Ok(());
+        }
+        let cwd = std::env::current_dir().map_err(|e| ExecError::io(".".as_ref(), e))?;
+        self.paths
+            .check(&cwd, "working directory (no working_dir given; cmdr's own)")?;
+        Ok(())
     }
 }
 

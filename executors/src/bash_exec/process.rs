@@ -13,6 +13,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{pipe2, Pid};
 use tokio::process::{Child, ChildStderr, ChildStdout};
 
+use super::sandbox::Sandbox;
 use crate::error::ExecError;
 use crate::protocol::BashExecCommand;
 
@@ -41,11 +42,13 @@ pub(super) struct Shell {
 }
 
 impl Shell {
-    /// Starts `shell -c <script>` in `dir` with the command's environment.
-    pub(super) fn spawn(
+    /// Starts `shell -c <script>` in `dir` with the command's environment; through
+    /// `sandbox` (so that the shell inherits its Landlock restriction) when given.
+    pub(super) async fn spawn(
         shell: &Path,
         cmd: &BashExecCommand,
         dir: Option<&Path>,
+        sandbox: Option<&Sandbox>,
     ) -> Result<Self, ExecError> {
         let spawn_error = |source| ExecError::Spawn {
             program: shell.display().to_string(),
@@ -56,27 +59,20 @@ impl Shell {
         let (report_read, report_write) =
             pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| spawn_error(e.into()))?;
         let report_write = high_fd(report_write);
-        let script = format!(
-            "trap 'printf %s \"$PWD\" >&{}' EXIT; {}",
-            report_write.as_raw_fd(),
-            cmd.command
-        );
-        let mut command = tokio::process::Command::new(shell);
-        command
-            .arg("-c")
-            .arg(script)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if let Some(dir) = dir {
-            command.current_dir(dir);
-        }
-        if let Some(env) = &cmd.env {
-            command.envs(env);
-        }
-        let mut child = spawn_inheriting(&mut command, report_write).map_err(spawn_error)?;
+        let mut command = shell_command(shell, cmd, dir, report_write.as_raw_fd());
+        let spawned = match sandbox {
+            None => spawn_inheriting(&mut command, report_write),
+            Some(sandbox) => {
+                let runtime = tokio::runtime::Handle::current();
+                sandbox
+                    .run(move || {
+                        let _context = runtime.enter();
+                        spawn_inheriting(&mut command, report_write)
+                    })
+                    .await?
+            }
+        };
+        let mut child = spawned.map_err(spawn_error)?;
         let pgid = child
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
@@ -120,6 +116,36 @@ impl Drop for Shell {
             self.signal_group(Signal::SIGKILL);
         }
     }
+}
+
+/// `shell -c <script>` in its own process group, stdin from `/dev/null`, output piped,
+/// the script prefixed with the EXIT trap that reports `$PWD` on `report_fd`.
+fn shell_command(
+    shell: &Path,
+    cmd: &BashExecCommand,
+    dir: Option<&Path>,
+    report_fd: i32,
+) -> tokio::process::Command {
+    let script = format!(
+        "trap 'printf %s \"$PWD\" >&{report_fd}' EXIT; {}",
+        cmd.command
+    );
+    let mut command = tokio::process::Command::new(shell);
+    command
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    if let Some(env) = &cmd.env {
+        command.envs(env);
+    }
+    command
 }
 
 /// Moves `fd` to a number at or above [`CWD_REPORT_FD`] (keeping close-on-exec), or
