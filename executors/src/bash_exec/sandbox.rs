@@ -76,7 +76,9 @@ impl Sandbox {
                 let _ = status_tx.send(status);
                 if enforced {
                     while let Ok(job) = queue.recv() {
-                        job();
+                        // A panicking spawn fails its own command (its result sender is
+                        // dropped), not every later one.
+                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
                     }
                 }
             });
