@@ -9,6 +9,7 @@
 //! - [`input`]: `REQUEST_USER_INPUT` on a worker, asked of the producer over the bus.
 //! - [`producer`]: the client a producer uses (`cmdr submit`): submit, cancel, answer.
 //! - [`remote`]: an executor that runs a local registry's commands on the pool.
+//! - `liveness`: core mode, noticing that the worker running a command died.
 //!
 //! - [`durable`]: JetStream streams and consumer; `durable_worker`: the durable loop;
 //!   `follow`: reading results through outages; `publish`: publishing result streams.
@@ -21,6 +22,7 @@ pub mod durable;
 mod durable_worker;
 mod follow;
 pub mod input;
+mod liveness;
 pub mod producer;
 mod publish;
 pub mod remote;

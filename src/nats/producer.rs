@@ -8,7 +8,13 @@
 //! terminal one. Questions from a `REQUEST_USER_INPUT` are answered by the producer's
 //! input broker if it has one, else they wait for [`Producer::answer_input`]. Dropping
 //! the stream before its end cancels the command, as with a local stream.
+//!
+//! Core mode: while it waits, the stream asks the worker that accepted the command
+//! whether it still has it (see `liveness`); a worker that died ends the stream with
+//! `WORKER_LOST`, one that lost the results with `RESULTS_LOST` — never a stream that
+//! waits for ever.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -22,12 +28,13 @@ use cmdr_executors::{
 use dashmap::DashMap;
 use futures_core::Stream;
 use futures_util::StreamExt;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::durable::{ensure_streams, DurableSettings};
 use super::follow::{follow, Followed};
+use super::liveness::{self, Lost};
 use super::subjects;
-use super::wire::{InputAnswer, InputQuestion};
+use super::wire::{Accepted, InputAnswer, InputQuestion};
 
 /// How long `submit` waits for a worker to acknowledge a command.
 pub const ACCEPT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,6 +57,13 @@ pub enum ProducerError {
     /// The connection or the server failed.
     #[error("NATS: {0}")]
     Nats(String),
+    /// Core mode: the worker running the command is gone (nobody answers on its subject).
+    #[error("the worker running the command is gone (no answer on {0})")]
+    WorkerLost(String),
+    /// Core mode: the worker is there but no longer has the command, and its terminal
+    /// result never arrived.
+    #[error("the command's results were lost: the worker on {0} no longer has it")]
+    ResultsLost(String),
 }
 
 impl ProducerError {
@@ -61,6 +75,8 @@ impl ProducerError {
             ProducerError::NotAccepted(_) => "NOT_ACCEPTED",
             ProducerError::NotWaiting(_) => "NOT_WAITING",
             ProducerError::Nats(_) => "NATS_ERROR",
+            ProducerError::WorkerLost(_) => "WORKER_LOST",
+            ProducerError::ResultsLost(_) => "RESULTS_LOST",
         }
     }
 }
@@ -121,16 +137,23 @@ impl Producer {
         let questions = self.subscribe(subjects::input(&id)).await?;
         let payload = serde_json::to_vec(&command).map_err(nats_error)?;
         let subject = subjects::command(command.command_type().as_str());
-        match &self.js {
-            Some(js) => publish_durably(js, subject, &id, payload).await?,
-            None => self.request_core(subject, payload).await?,
-        }
+        let watch = match &self.js {
+            Some(js) => {
+                publish_durably(js, subject, &id, payload).await?;
+                None
+            }
+            None => self
+                .request_core(subject, payload)
+                .await?
+                .map(|worker| liveness::watch(self.client.clone(), worker, id.clone())),
+        };
         Ok(RemoteStream {
             command_id: id,
             command_type: command.command_type().as_str().to_owned(),
             results,
             questions,
             producer: self.clone(),
+            watch,
             done: false,
         })
     }
@@ -147,6 +170,7 @@ impl Producer {
             results: self.results_of(command_id).await?,
             questions: self.subscribe(subjects::input(command_id)).await?,
             producer: self.clone(),
+            watch: None,
             done: false,
         })
     }
@@ -160,13 +184,21 @@ impl Producer {
         }
     }
 
-    /// Core mode: publish as a request a worker acknowledges.
-    async fn request_core(&self, subject: String, payload: Vec<u8>) -> Result<(), ProducerError> {
+    /// Core mode: publish as a request a worker acknowledges; the id of the worker that
+    /// took it, when it gives one.
+    async fn request_core(
+        &self,
+        subject: String,
+        payload: Vec<u8>,
+    ) -> Result<Option<String>, ProducerError> {
         let request = Request::new()
             .payload(payload.into())
             .timeout(Some(ACCEPT_TIMEOUT));
         match self.client.send_request(subject.clone(), request).await {
-            Ok(_) => Ok(()),
+            Ok(reply) => Ok(serde_json::from_slice::<Accepted>(&reply.payload)
+                .ok()
+                .and_then(|accepted| accepted.worker)
+                .filter(|worker| subjects::is_valid_id(worker))),
             Err(e) if e.kind() == RequestErrorKind::NoResponders => {
                 Err(ProducerError::NoWorkers(subject))
             }
@@ -304,6 +336,8 @@ pub struct RemoteStream {
     results: Results,
     questions: Subscriber,
     producer: Producer,
+    /// Core mode: resolves if the worker running the command is lost.
+    watch: Option<oneshot::Receiver<Lost>>,
     done: bool,
 }
 
@@ -314,13 +348,29 @@ impl RemoteStream {
     }
 
     fn lost(&self, why: &str) -> OutputResult {
-        let mut result = rejected(
-            &self.command_id,
-            &self.command_type,
-            &ProducerError::Nats(why.to_owned()),
-        );
+        self.lost_with(&ProducerError::Nats(why.to_owned()))
+    }
+
+    fn lost_with(&self, error: &ProducerError) -> OutputResult {
+        let mut result = rejected(&self.command_id, &self.command_type, error);
         result.message = "Lost contact with the command.".to_owned();
         result
+    }
+
+    /// Whether the worker was found lost (only looked at when no result is waiting, so a
+    /// terminal that arrived before the verdict always wins).
+    fn poll_lost(&mut self, cx: &mut Context<'_>) -> Option<ProducerError> {
+        let watch = self.watch.as_mut()?;
+        let Poll::Ready(verdict) = Pin::new(watch).poll(cx) else {
+            return None;
+        };
+        self.watch = None;
+        match verdict {
+            Ok(Lost::WorkerGone(subject)) => Some(ProducerError::WorkerLost(subject)),
+            Ok(Lost::Forgotten(subject)) => Some(ProducerError::ResultsLost(subject)),
+            // The watcher stopped without a verdict: keep waiting on the results.
+            Err(_) => None,
+        }
     }
 }
 
@@ -348,7 +398,13 @@ impl Stream for RemoteStream {
                 self.done = true;
                 Poll::Ready(Some(self.lost("the result subscription closed")))
             }
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => match self.poll_lost(cx) {
+                Some(error) => {
+                    self.done = true;
+                    Poll::Ready(Some(self.lost_with(&error)))
+                }
+                None => Poll::Pending,
+            },
         }
     }
 }

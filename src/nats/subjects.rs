@@ -33,6 +33,12 @@ pub fn input(command_id: &str) -> String {
     format!("cmdr.input.{command_id}")
 }
 
+/// `cmdr.alive.<worker_id>`: a core-mode worker answers there whether it still has a
+/// command (request/reply; the request's payload is the command id).
+pub fn alive(worker_id: &str) -> String {
+    format!("cmdr.alive.{worker_id}")
+}
+
 /// The command id at the end of a `cmdr.cancel.<id>` (or any `prefix.<id>`) subject.
 pub fn id_of(subject: &str) -> Option<&str> {
     subject

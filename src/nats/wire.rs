@@ -10,6 +10,19 @@ pub struct Accepted {
     /// The command's id as sent (empty when the command has none: it then gets one when
     /// decoded, which the producer — having sent none — cannot follow anyway).
     pub command_id: String,
+    /// The worker's id: the producer asks `cmdr.alive.<worker>` whether it still runs the
+    /// command (absent from workers that predate the check; the producer then just waits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+}
+
+/// A worker's answer on `cmdr.alive.<worker>` to a producer asking about one command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alive {
+    /// The command asked about.
+    pub command_id: String,
+    /// Whether the worker still has it (queued or running, its terminal not yet published).
+    pub running: bool,
 }
 
 /// A worker's question on `cmdr.input.<command_id>`.

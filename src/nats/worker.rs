@@ -5,7 +5,9 @@
 //! A reader task answers every command it receives at once with [`Accepted`] (so a
 //! producer learns immediately that a worker has it) and queues it; the dispatcher runs
 //! queued commands `--jobs` at a time. Cancels (`cmdr.cancel.*`) reach every worker; the
-//! one running the command stops it. Shutdown: stop receiving, answer commands not yet
+//! one running the command stops it. Every worker has an id and answers on
+//! `cmdr.alive.<worker_id>` whether it still has a command, so a producer notices a
+//! worker that died (see `liveness`). Shutdown: stop receiving, answer commands not yet
 //! started with `SHUTTING_DOWN`, let running ones finish within the grace (then cancel
 //! them), publish every terminal result, flush.
 
@@ -22,6 +24,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::task::TaskTracker;
 
 use super::durable::{DurableError, DurableSettings};
+use super::liveness::Holding;
 use super::publish::Publisher;
 use super::subjects;
 use super::wire::Accepted;
@@ -95,15 +98,25 @@ pub async fn run(
         .subscribe(subjects::CANCEL_ALL)
         .await
         .map_err(subscribe_error(subjects::CANCEL_ALL))?;
+    let holding = Holding::new();
+    let alive_subject = subjects::alive(holding.worker_id());
+    let alive = client
+        .subscribe(alive_subject)
+        .await
+        .map_err(subscribe_error("cmdr.alive.<worker>"))?;
     let tracker = TaskTracker::new();
     let cancel_listener = tokio::spawn(listen_for_cancels(cancels, registry.clone()));
+    let alive_responder = tokio::spawn(holding.clone().answer(alive, client.clone()));
     let (queue, mut queued) = mpsc::unbounded_channel();
-    let reader = tokio::spawn(accept(commands, client.clone(), queue));
+    let reader = tokio::spawn(accept(commands, client.clone(), queue, holding.clone()));
     let publisher = Publisher::core(client.clone());
     let dispatcher = dispatch(
         &mut queued,
-        registry.clone(),
-        publisher.clone(),
+        Runner {
+            registry: registry.clone(),
+            publisher: publisher.clone(),
+            holding: holding.clone(),
+        },
         options.jobs,
         &tracker,
     );
@@ -115,29 +128,42 @@ pub async fn run(
     reader.abort();
     queued.close();
     registry.shutdown(options.shutdown_grace).await;
+    let runner = Runner {
+        registry,
+        publisher,
+        holding,
+    };
     while let Some(message) = queued.recv().await {
         // Accepted but never started: the registry refuses it now, and says so.
-        run_one(&message, &registry, &publisher).await;
+        runner.run(&message).await;
     }
     tracker.close();
     tracker.wait().await;
     cancel_listener.abort();
+    alive_responder.abort();
     if let Err(e) = client.flush().await {
         tracing::warn!("flushing results on shutdown: {e}");
     }
     Ok(())
 }
 
-/// Answers each received command with [`Accepted`] and queues it.
+/// Answers each received command with [`Accepted`] (naming this worker), holds its id
+/// (see [`Holding`]) and queues it.
 async fn accept(
     mut commands: async_nats::Subscriber,
     client: Client,
     queue: mpsc::UnboundedSender<Message>,
+    holding: Holding,
 ) {
     while let Some(message) = commands.next().await {
+        let id = peek_command_id(&message.payload).unwrap_or_default();
+        holding.hold(&id);
         if let Some(reply) = message.reply.clone() {
-            let id = peek_command_id(&message.payload).unwrap_or_default();
-            if let Ok(body) = serde_json::to_vec(&Accepted { command_id: id }) {
+            let accepted = Accepted {
+                command_id: id,
+                worker: Some(holding.worker_id().to_owned()),
+            };
+            if let Ok(body) = serde_json::to_vec(&accepted) {
                 if let Err(e) = client.publish(reply, body.into()).await {
                     tracing::warn!("acknowledging a command: {e}");
                 }
@@ -152,8 +178,7 @@ async fn accept(
 /// Runs queued commands, `jobs` at a time, until the queue closes.
 async fn dispatch(
     queued: &mut mpsc::UnboundedReceiver<Message>,
-    registry: Registry,
-    publisher: Publisher,
+    runner: Runner,
     jobs: usize,
     tracker: &TaskTracker,
 ) {
@@ -162,19 +187,31 @@ async fn dispatch(
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        let (registry, publisher) = (registry.clone(), publisher.clone());
+        let runner = runner.clone();
         tracker.spawn(async move {
-            run_one(&message, &registry, &publisher).await;
+            runner.run(&message).await;
             drop(slot);
         });
     }
 }
 
-/// Runs one command message and publishes its results.
-async fn run_one(message: &Message, registry: &Registry, publisher: &Publisher) {
-    if let Some(command) = decode_or_answer(&message.payload, publisher).await {
-        let stream = start(registry, command).await;
-        publisher.publish_all(stream).await;
+/// What a core worker needs to run one command message.
+#[derive(Clone)]
+struct Runner {
+    registry: Registry,
+    publisher: Publisher,
+    holding: Holding,
+}
+
+impl Runner {
+    /// Runs one command message, publishes its results, then stops holding its id.
+    async fn run(&self, message: &Message) {
+        if let Some(command) = decode_or_answer(&message.payload, &self.publisher).await {
+            let stream = start(&self.registry, command).await;
+            self.publisher.publish_all(stream).await;
+        }
+        self.holding
+            .release(&peek_command_id(&message.payload).unwrap_or_default());
     }
 }
 

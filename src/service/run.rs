@@ -85,7 +85,9 @@ impl PreparedRun {
 
     /// Runs to the end, streaming events to `events` (opened by a `conversation` event,
     /// ended by exactly one `done` or `error`), stopping promptly when `cancel` fires.
-    /// The lock is released when this returns, whatever happened.
+    /// The lock is released when this returns, whatever happened. The run is marked in
+    /// the store while it lasts (`Store::begin_run`), so that a crash in the middle is
+    /// closed with a `stopped` turn when the database is next opened.
     pub async fn run(
         mut self,
         events: mpsc::Sender<AgentEvent>,
@@ -97,8 +99,12 @@ impl PreparedRun {
                 conversation_id: conversation_id.clone(),
             })
             .await;
+        let store = self.service.store();
+        if let Err(e) = store.begin_run(&conversation_id).await {
+            tracing::warn!(conversation_id, error = %e, "could not mark the run in progress");
+        }
         let recorder = StoreRecorder {
-            store: self.service.store(),
+            store: store.clone(),
             conversation_id: &conversation_id,
         };
         let steps = std::mem::replace(&mut self.steps, Steps::Instruction(String::new()));
@@ -119,6 +125,9 @@ impl PreparedRun {
             Steps::Command(command) => self.run_steps(&command, &events, &cancel, &recorder).await,
         };
         self.save_cwd(&conversation_id).await;
+        if let Err(e) = store.end_run(&conversation_id).await {
+            tracing::warn!(conversation_id, error = %e, "could not unmark the ended run");
+        }
         outcome
     }
 

@@ -6,6 +6,8 @@
 //! - `worker`: the store actor — one thread owning the connection, fed closures.
 //! - `queries`: the SQL of each operation, synchronous, on a `&mut Connection`.
 //! - `sqlite`: [`SqliteStore`], opening the file and implementing [`Store`] on the worker.
+//! - `runs`, `owner`, `recover`: run markers, so that a store opening the database after
+//!   a crash closes the runs the dead process left open (turns marked `stopped`).
 //!
 //! ## Decisions
 //! - **A trait with boxed futures** so the store is object safe (`Arc<dyn Store>`) and a
@@ -40,7 +42,10 @@
 //!   Later messages never change it.
 
 mod error;
+mod owner;
 mod queries;
+mod recover;
+mod runs;
 mod schema;
 mod sqlite;
 mod worker;
@@ -53,6 +58,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{CommandMeta, Message, Role, ToolRun, TurnStatus};
 
 pub use error::StoreError;
+pub use recover::INTERRUPTED_NOTE;
 pub use schema::{BUSY_TIMEOUT, SCHEMA_VERSION, SYNCHRONOUS};
 pub use sqlite::{SqliteStore, DB_FILE_NAME};
 
@@ -100,6 +106,21 @@ pub trait Store: Send + Sync + 'static {
     /// Archives (`true`) or restores (`false`) the conversation.
     /// `CONVERSATION_NOT_FOUND` if missing.
     fn set_archived<'a>(&'a self, conversation_id: &'a str, archived: bool) -> StoreFuture<'a, ()>;
+
+    /// Marks `conversation_id` as run by this process from now on, so that if the process
+    /// dies before [`Store::end_run`], the next store to open the database closes the run
+    /// (its last turn answered with a `stopped` one). A store without crash recovery
+    /// does nothing.
+    fn begin_run<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, ()> {
+        let _ = conversation_id;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Removes this process's mark of `conversation_id` (the run ended, however).
+    fn end_run<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, ()> {
+        let _ = conversation_id;
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// A conversation: one agent's thread of turns.

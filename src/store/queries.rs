@@ -94,6 +94,17 @@ pub(super) fn append_turn(
     message: &Message,
 ) -> Result<StoredTurn, StoreError> {
     let tx = write_transaction(conn)?;
+    let turn = append_turn_in(&tx, conversation_id, message)?;
+    tx.commit()?;
+    Ok(turn)
+}
+
+/// [`append_turn`] inside a write transaction the caller commits.
+pub(super) fn append_turn_in(
+    tx: &Transaction<'_>,
+    conversation_id: &str,
+    message: &Message,
+) -> Result<StoredTurn, StoreError> {
     let title: Option<String> = tx
         .prepare_cached("SELECT title FROM conversations WHERE id = ?1")?
         .query_row([conversation_id], |row| row.get(0))
@@ -102,7 +113,7 @@ pub(super) fn append_turn(
         return Err(StoreError::ConversationNotFound(conversation_id.to_owned()));
     };
     let turn = new_turn(conversation_id, message);
-    insert_turn(&tx, &turn)?;
+    insert_turn(tx, &turn)?;
     let title = if title.is_empty() && message.role == Role::User {
         title_from(&message.content)
     } else {
@@ -115,7 +126,6 @@ pub(super) fn append_turn(
          WHERE id = ?1",
     )?
     .execute(params![conversation_id, turn.updated_at, title])?;
-    tx.commit()?;
     Ok(turn)
 }
 
@@ -131,13 +141,23 @@ pub(super) fn turns(
     if !exists {
         return Err(StoreError::ConversationNotFound(conversation_id.to_owned()));
     }
+    let turns = turns_in(&tx, conversation_id)?;
+    tx.commit()?;
+    Ok(turns)
+}
+
+/// The conversation's turns in insertion order, inside the caller's transaction (none
+/// for an unknown conversation).
+pub(super) fn turns_in(
+    tx: &Transaction<'_>,
+    conversation_id: &str,
+) -> Result<Vec<StoredTurn>, StoreError> {
     let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ?1 ORDER BY seq");
     let rows = {
         let mut statement = tx.prepare_cached(&sql)?;
         let rows = statement.query_map([conversation_id], TurnRow::read)?;
         rows.collect::<Result<Vec<_>, _>>()?
     };
-    tx.commit()?;
     rows.into_iter().map(TurnRow::into_turn).collect()
 }
 
@@ -175,7 +195,7 @@ fn found(changed: usize, conversation_id: &str) -> Result<(), StoreError> {
 
 /// A write transaction that holds the write lock from its start (no lock upgrade, so a
 /// busy database makes it wait on `busy_timeout` rather than fail).
-fn write_transaction(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
+pub(super) fn write_transaction(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
     Ok(conn.transaction_with_behavior(TransactionBehavior::Immediate)?)
 }
 
@@ -349,6 +369,6 @@ fn parse_status(name: &str) -> Result<TurnStatus, StoreError> {
 }
 
 /// Now, RFC 3339 UTC with milliseconds.
-fn now() -> String {
+pub(super) fn now() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }

@@ -54,6 +54,13 @@ const MIGRATIONS: &[&str] = &[
             AND (command_name IS NULL) = (command_total_steps IS NULL))
      ) STRICT;
      CREATE INDEX turns_by_conversation ON turns (conversation_id, seq);",
+    // 2: runs in progress (see `runs`), so that a restart after a crash closes them.
+    "CREATE TABLE runs (
+         conversation_id TEXT PRIMARY KEY NOT NULL
+                         REFERENCES conversations (id) ON DELETE CASCADE,
+         owner           TEXT NOT NULL,
+         started_at      TEXT NOT NULL
+     ) STRICT;",
 ];
 
 /// The schema version this build writes and reads.

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 
 use super::worker::Worker;
-use super::{queries, schema, Conversation, Store, StoreError, StoreFuture, StoredTurn};
+use super::{
+    owner, queries, recover, runs, schema, Conversation, Store, StoreError, StoreFuture, StoredTurn,
+};
 use crate::agent::Message;
 
 /// The database's file name inside the data dir.
@@ -19,22 +21,29 @@ pub const DB_FILE_NAME: &str = "cmdr.sqlite3";
 #[derive(Debug)]
 pub struct SqliteStore {
     worker: Worker,
+    /// This process, as run markers name it.
+    owner: String,
 }
 
 impl SqliteStore {
     /// Opens (creating it and its parent directories if needed) and migrates the database
-    /// at `path`. Blocking: call it at start-up, not on a busy runtime thread.
+    /// at `path`, then closes the runs of processes that died in the middle of one (see
+    /// `recover`). Blocking: call it at start-up, not on a busy runtime thread.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let name = file_name(path);
         create_parent(path, &name)?;
-        let conn = Connection::open(path)
+        let mut conn = Connection::open(path)
             .map_err(|err| StoreError::Database(format!("cannot open {name}: {err}")))?;
+        schema::configure(&conn).map_err(|e| in_file(&name, e))?;
+        schema::migrate(&mut conn).map_err(|e| in_file(&name, e))?;
+        match recover::close_interrupted_runs(&mut conn) {
+            Ok(closed) if !closed.is_empty() => {
+                tracing::warn!(count = closed.len(), "closed runs interrupted by a crash");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!("closing interrupted runs: {e}"),
+        }
         Self::start(conn, &name)
-    }
-
-    /// A fresh database in memory, gone when the store is dropped (for tests).
-    pub fn open_in_memory() -> Result<Self, StoreError> {
-        Self::start(Connection::open_in_memory()?, ":memory:")
     }
 
     /// Where the database lives by default: `$CMDR_DATA_DIR`, else `$XDG_DATA_HOME/cmdr`
@@ -44,17 +53,29 @@ impl SqliteStore {
         data_dir(|key| std::env::var_os(key)).join(DB_FILE_NAME)
     }
 
-    /// Configures and migrates the connection, then hands it to the store thread.
-    fn start(mut conn: Connection, name: &str) -> Result<Self, StoreError> {
-        let context = |err: StoreError| match err {
-            StoreError::Database(message) => StoreError::Database(format!("{name}: {message}")),
-            other => other,
-        };
-        schema::configure(&conn).map_err(context)?;
-        schema::migrate(&mut conn).map_err(context)?;
+    /// A fresh database in memory, gone when the store is dropped (for tests).
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        let name = ":memory:";
+        let mut conn = Connection::open_in_memory()?;
+        schema::configure(&conn).map_err(|e| in_file(name, e))?;
+        schema::migrate(&mut conn).map_err(|e| in_file(name, e))?;
+        Self::start(conn, name)
+    }
+
+    /// Hands the configured, migrated connection to the store thread.
+    fn start(conn: Connection, name: &str) -> Result<Self, StoreError> {
         Ok(Self {
             worker: Worker::spawn(conn, name)?,
+            owner: owner::this_process(),
         })
+    }
+}
+
+/// Prefixes a database error with the file's name.
+fn in_file(name: &str, err: StoreError) -> StoreError {
+    match err {
+        StoreError::Database(message) => StoreError::Database(format!("{name}: {message}")),
+        other => other,
     }
 }
 
@@ -111,6 +132,18 @@ impl Store for SqliteStore {
         let conversation_id = conversation_id.to_owned();
         self.worker
             .call(move |conn| queries::set_archived(conn, &conversation_id, archived))
+    }
+
+    fn begin_run<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, ()> {
+        let (conversation_id, owner) = (conversation_id.to_owned(), self.owner.clone());
+        self.worker
+            .call(move |conn| runs::begin(conn, &conversation_id, &owner))
+    }
+
+    fn end_run<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, ()> {
+        let (conversation_id, owner) = (conversation_id.to_owned(), self.owner.clone());
+        self.worker
+            .call(move |conn| runs::end(conn, &conversation_id, &owner))
     }
 }
 
