@@ -558,7 +558,10 @@ async fn migration_is_idempotent_and_sets_user_version() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(tables, ["conversations", "sqlite_sequence", "turns"]);
+    assert_eq!(
+        tables,
+        ["conversations", "runs", "sqlite_sequence", "turns"]
+    );
     let mode: String = conn
         .pragma_query_value(None, "journal_mode", |r| r.get(0))
         .unwrap();
