@@ -21,6 +21,9 @@ pub enum ExecError {
     /// The OS refused access to a path.
     #[error("{}: permission denied", .0.display())]
     PermissionDenied(PathBuf),
+    /// The file system is full (or the quota is used up); nothing was replaced.
+    #[error("{}: no space left on the device (or quota exceeded); the file was not changed", .0.display())]
+    NoSpace(PathBuf),
     /// Another I/O failure.
     #[error("{}: {source}", .path.display())]
     Io {
@@ -89,6 +92,7 @@ impl ExecError {
             ExecError::InvalidInput(_) => "INVALID_INPUT",
             ExecError::NotFound(_) => "NOT_FOUND",
             ExecError::PermissionDenied(_) => "PERMISSION_DENIED",
+            ExecError::NoSpace(_) => "NO_SPACE",
             ExecError::Io { .. } => "IO_ERROR",
             ExecError::PathNotAllowed(_) => "PATH_NOT_ALLOWED",
             ExecError::NotText { .. } => "NOT_TEXT",
@@ -111,6 +115,9 @@ impl ExecError {
         match source.kind() {
             io::ErrorKind::NotFound => ExecError::NotFound(path.to_path_buf()),
             io::ErrorKind::PermissionDenied => ExecError::PermissionDenied(path.to_path_buf()),
+            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+                ExecError::NoSpace(path.to_path_buf())
+            }
             _ => ExecError::Io {
                 path: path.to_path_buf(),
                 source,

@@ -109,9 +109,9 @@ impl Drop for Confined {
 
 fn assert_disk_full(result: &Value) {
     assert_eq!(result["status"], "FAILED", "{result}");
-    assert_eq!(result["errorCode"], "IO_ERROR", "{result}");
+    assert_eq!(result["errorCode"], "NO_SPACE", "{result}");
     let error = result["error"].as_str().unwrap();
-    assert!(error.contains("No space left on device"), "{result}");
+    assert!(error.contains("no space left on the device"), "{result}");
 }
 
 #[test]
