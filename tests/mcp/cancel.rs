@@ -146,7 +146,10 @@ async fn server_shutdown_stops_runs_in_progress() {
         if content == "half" {
             return;
         }
-        assert_eq!(content, "", "attempt {attempt}: the stopped turn is the partial reply");
+        assert_eq!(
+            content, "",
+            "attempt {attempt}: the stopped turn is the partial reply"
+        );
     }
     panic!("in five tries the partial reply was never kept");
 }
