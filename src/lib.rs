@@ -10,6 +10,8 @@
 //!   and the strict command files (`commands/*.json`).
 //! - [`http`]: the REST + SSE API of `cmdr serve` ([`http::router`]), over [`server`].
 //! - [`llm`]: the model client (OpenAI-compatible streaming chat completions).
+//! - [`orphans`]: shells marked with their `cmdr`'s identity, and the processes of a
+//!   `cmdr` that died mid-run killed when its runs are closed; `owner`: that identity.
 //! - [`mcp`]: the MCP tools over streamable HTTP and stdio (rmcp), onto [`server::AppState`].
 //! - [`server`]: the state `cmdr serve` and `cmdr mcp` share (registry, service, inputs).
 //! - [`service`]: the agent service every transport calls: discovery, checks, locks, runs.
@@ -30,6 +32,8 @@ pub mod json_lines;
 pub mod llm;
 pub mod mcp;
 pub mod nats;
+pub mod orphans;
+pub(crate) mod owner;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -25,10 +25,12 @@ pub struct ConfineArgs {
 }
 
 impl ConfineArgs {
-    /// Sets `config` up accordingly; the error says which root is unusable.
+    /// Sets `config` up accordingly (and marks its shells as this process's, see
+    /// [`crate::orphans`]); the error says which root is unusable.
     pub fn apply(&self, config: &mut RegistryConfig) -> Result<(), String> {
         config.paths = PathPolicy::allow_roots(&self.allow_roots).map_err(|e| e.to_string())?;
         config.landlock = self.landlock;
+        crate::orphans::mark_shells(config);
         Ok(())
     }
 

@@ -220,12 +220,14 @@ pub fn local_registry(inputs: &PendingInputs) -> Registry {
 /// The in-process executors, asking questions through `inputs`, confined to `paths`
 /// (and, with `landlock`, their shells' writes too).
 pub fn confined_registry(inputs: &PendingInputs, paths: PathPolicy, landlock: bool) -> Registry {
-    Registry::with_config(RegistryConfig {
+    let mut config = RegistryConfig {
         input_broker: Arc::new(inputs.clone()),
         paths,
         landlock,
         ..RegistryConfig::default()
-    })
+    };
+    crate::orphans::mark_shells(&mut config);
+    Registry::with_config(config)
 }
 
 /// A registry whose commands run on the worker pool at `url`; workers' questions are

@@ -6,7 +6,7 @@
 //! - `worker`: the store actor — one thread owning the connection, fed closures.
 //! - `queries`: the SQL of each operation, synchronous, on a `&mut Connection`.
 //! - `sqlite`: [`SqliteStore`], opening the file and implementing [`Store`] on the worker.
-//! - `runs`, `owner`, `recover`: run markers, so that a store opening the database after
+//! - `runs`, `recover`: run markers, so that a store opening the database after
 //!   a crash closes the runs the dead process left open (turns marked `stopped`).
 //!
 //! ## Decisions
@@ -42,7 +42,6 @@
 //!   Later messages never change it.
 
 mod error;
-mod owner;
 mod queries;
 mod recover;
 mod runs;

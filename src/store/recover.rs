@@ -26,21 +26,23 @@ use crate::agent::{
 };
 
 use super::queries::{append_turn_in, turns_in, write_transaction};
-use super::{owner, runs, StoreError, StoredTurn};
+use super::{runs, StoreError, StoredTurn};
 
 /// The note of every command of an interrupted run.
 pub const INTERRUPTED_NOTE: &str =
     "interrupted: cmdr stopped while this run was in progress; the result is unknown";
 
-/// Closes every run whose owner is gone; returns their conversations.
-pub(super) fn close_interrupted_runs(conn: &mut Connection) -> Result<Vec<String>, StoreError> {
+/// Closes every run whose owner is gone; returns their conversations with those owners.
+pub(super) fn close_interrupted_runs(
+    conn: &mut Connection,
+) -> Result<Vec<(String, String)>, StoreError> {
     let mut closed = Vec::new();
     for (conversation_id, run_owner) in runs::all(conn)? {
-        if owner::is_alive(&run_owner) {
+        if crate::owner::is_alive(&run_owner) {
             continue;
         }
         if close(conn, &conversation_id, &run_owner)? {
-            closed.push(conversation_id);
+            closed.push((conversation_id, run_owner));
         }
     }
     Ok(closed)

@@ -7,7 +7,7 @@ use rusqlite::Connection;
 
 use super::worker::Worker;
 use super::{
-    owner, queries, recover, runs, schema, Conversation, Store, StoreError, StoreFuture, StoredTurn,
+    queries, recover, runs, schema, Conversation, Store, StoreError, StoreFuture, StoredTurn,
 };
 use crate::agent::Message;
 
@@ -39,6 +39,10 @@ impl SqliteStore {
         match recover::close_interrupted_runs(&mut conn) {
             Ok(closed) if !closed.is_empty() => {
                 tracing::warn!(count = closed.len(), "closed runs interrupted by a crash");
+                let mut owners: Vec<String> = closed.into_iter().map(|(_, owner)| owner).collect();
+                owners.sort();
+                owners.dedup();
+                crate::orphans::reap(&owners);
             }
             Ok(_) => {}
             Err(e) => tracing::error!("closing interrupted runs: {e}"),
@@ -66,7 +70,7 @@ impl SqliteStore {
     fn start(conn: Connection, name: &str) -> Result<Self, StoreError> {
         Ok(Self {
             worker: Worker::spawn(conn, name)?,
-            owner: owner::this_process(),
+            owner: crate::owner::this_process(),
         })
     }
 }

@@ -2,8 +2,9 @@
 //! database: the database passes `PRAGMA integrity_check`, the conversation is listed,
 //! its turns are readable and the interrupted run is closed with a `stopped` tool turn
 //! (not left looking as if it were still running), no lock is left behind (a new run on
-//! the conversation completes), and the orphaned command does not outlive the server
-//! for long when it writes output (SIGPIPE; see docs/faults.md for silent ones).
+//! the conversation completes), and the orphaned commands do not outlive the server:
+//! one that writes dies of SIGPIPE, a silent one is killed when the restarted server
+//! closes the interrupted run (`cmdr::orphans`).
 
 use std::path::Path;
 
@@ -37,7 +38,7 @@ fn summary(turns: &[Value]) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_killed_mid_run_restarts_with_the_conversation_intact_and_usable() {
     let dir = tempfile::tempdir().unwrap();
-    let script = "echo $$; while :; do echo tick; sleep 0.2; done";
+    let script = "echo $$; sleep 300 & echo bg $!; while :; do echo tick; sleep 0.2; done";
     let llm = FakeLlm::start(vec![Reply::text(&format!(
         "Looping.<shell>{script}</shell>"
     ))])
@@ -50,16 +51,19 @@ async fn a_server_killed_mid_run_restarts_with_the_conversation_intact_and_usabl
         .as_str()
         .unwrap()
         .to_owned();
-    let output = sse.until(|e| e["type"] == "tool-output").await;
-    let shell: i32 = output["content"]
-        .as_str()
-        .unwrap()
+    let mut printed = String::new();
+    while !printed.contains("tick") {
+        let output = sse.until(|e| e["type"] == "tool-output").await;
+        printed.push_str(output["content"].as_str().unwrap());
+    }
+    let shell: i32 = printed.lines().next().unwrap().parse().unwrap();
+    let silent: i32 = printed
         .lines()
-        .next()
+        .find_map(|l| l.strip_prefix("bg "))
         .unwrap()
         .parse()
         .unwrap();
-    assert!(!gone(shell), "the command runs");
+    assert!(!gone(shell) && !gone(silent), "the command runs");
 
     first.crash().await;
     drop(sse);
@@ -73,8 +77,14 @@ async fn a_server_killed_mid_run_restarts_with_the_conversation_intact_and_usabl
         "ok",
         "the database as the crash left it"
     );
+    assert!(!gone(silent), "a silent orphan outlives the crash");
 
     let second = Serve::start(dir.path(), &llm).await;
+    eventually(
+        "the silent orphan is killed when the interrupted run is closed",
+        async || gone(silent),
+    )
+    .await;
     assert_eq!(integrity(dir.path()), "ok");
     let listed = second.get("/conversations?agentName=helper").await;
     let ids: Vec<_> = listed["conversations"]

@@ -266,3 +266,20 @@ async fn a_thousand_concurrent_shell_commands_each_end_once() {
     }
     assert_eq!(registry.in_flight_count(), 0);
 }
+
+#[tokio::test]
+async fn configured_variables_reach_every_shell_and_the_commands_own_win() {
+    let mut config = cmdr_executors::RegistryConfig::default();
+    config.bash.env = vec![
+        ("CMDR_T_A".to_owned(), "from-config".to_owned()),
+        ("CMDR_T_B".to_owned(), "from-config".to_owned()),
+    ];
+    let registry = Registry::with_config(config);
+    let messages = run(
+        &registry,
+        json!({"commandType":"BASH_EXEC","command":"echo $CMDR_T_A $CMDR_T_B",
+               "env":{"CMDR_T_B":"own"}}),
+    )
+    .await;
+    assert_eq!(data(&messages), "from-config own\n");
+}

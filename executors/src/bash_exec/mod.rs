@@ -43,6 +43,8 @@ pub struct BashExecConfig {
     pub kill_grace: Duration,
     /// Directory for commands without `working_dir` (default: cmdr's own).
     pub default_working_dir: Option<PathBuf>,
+    /// Variables set for every shell, before (so below) the command's own `env`.
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for BashExecConfig {
@@ -52,6 +54,7 @@ impl Default for BashExecConfig {
             default_timeout: Some(Duration::from_secs(300)),
             kill_grace: Duration::from_secs(2),
             default_working_dir: None,
+            env: Vec::new(),
         }
     }
 }
@@ -95,8 +98,14 @@ impl Executor for BashExec {
             let dir = self.working_dir(&cmd)?;
             let started = Instant::now();
             let sandbox = self.sandbox.as_deref();
-            let mut shell =
-                process::Shell::spawn(&self.config.shell, &cmd, dir.as_deref(), sandbox).await?;
+            let mut shell = process::Shell::spawn(
+                &self.config.shell,
+                &cmd,
+                dir.as_deref(),
+                &self.config.env,
+                sandbox,
+            )
+            .await?;
             let pumped = pump::pump(&mut shell, &ctx, self.config.kill_grace).await;
             let final_cwd = shell.final_cwd();
             let status = pumped?;

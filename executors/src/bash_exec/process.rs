@@ -48,6 +48,7 @@ impl Shell {
         shell: &Path,
         cmd: &BashExecCommand,
         dir: Option<&Path>,
+        env: &[(String, String)],
         sandbox: Option<&Sandbox>,
     ) -> Result<Self, ExecError> {
         let spawn_error = |source| ExecError::Spawn {
@@ -60,6 +61,16 @@ impl Shell {
             pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| spawn_error(e.into()))?;
         let report_write = high_fd(report_write);
         let mut command = shell_command(shell, cmd, dir, report_write.as_raw_fd());
+        if !env.is_empty() {
+            // Before the command's own variables, which therefore win.
+            let own = cmd.env.iter().flatten().map(|(k, _)| k.as_str());
+            let own: Vec<&str> = own.collect();
+            command.envs(
+                env.iter()
+                    .filter(|(k, _)| !own.contains(&k.as_str()))
+                    .cloned(),
+            );
+        }
         let spawned = match sandbox {
             None => spawn_inheriting(&mut command, report_write),
             Some(sandbox) => {

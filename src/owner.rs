@@ -10,13 +10,13 @@
 use std::fs;
 
 /// This process's identity.
-pub(super) fn this_process() -> String {
+pub(crate) fn this_process() -> String {
     let pid = std::process::id();
     identity(pid).unwrap_or_else(|| format!("pid:{pid}"))
 }
 
 /// Whether the process that wrote `owner` still runs.
-pub(super) fn is_alive(owner: &str) -> bool {
+pub(crate) fn is_alive(owner: &str) -> bool {
     let mut parts = owner.splitn(3, ':');
     let (Some(_boot), Some(pid), Some(_start)) = (parts.next(), parts.next(), parts.next()) else {
         return true;
