@@ -4,6 +4,7 @@
 //! ```text
 //! cargo bench --bench executors                     # everything (a few minutes)
 //! cargo bench --bench executors -- bash patch       # only groups whose name matches
+//! cargo bench --bench executors -- sweep           # throughput vs concurrency (+ CSV)
 //! CMDR_BENCH_QUICK=1 cargo bench --bench executors  # smoke run, small sizes, < 30 s
 //! ```
 //!
@@ -23,6 +24,8 @@ mod list_dir;
 mod overhead;
 #[path = "support/patch.rs"]
 mod patch;
+#[path = "support/sweep.rs"]
+mod sweep;
 #[path = "support/table.rs"]
 mod table;
 
@@ -70,12 +73,13 @@ type Group = (
     fn(&Runtime, &Config) -> Result<Vec<Row>, Failure>,
 );
 
-const GROUPS: [Group; 5] = [
+const GROUPS: [Group; 6] = [
     ("overhead", overhead::run),
     ("bash", bash::run),
     ("file_read", file_read::run),
     ("patch", patch::run),
     ("list_dir", list_dir::run),
+    ("sweep", sweep::run),
 ];
 
 fn main() -> ExitCode {

@@ -68,7 +68,7 @@ fn commands(n: usize) -> Unit {
 }
 
 /// `workers` tasks, each running `job` `each` times in a row.
-async fn repeat<F, Fut>(workers: usize, each: usize, job: F) -> Sample
+pub async fn repeat<F, Fut>(workers: usize, each: usize, job: F) -> Sample
 where
     F: Fn() -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), Failure>> + Send + 'static,
@@ -89,7 +89,8 @@ where
     Ok(started.elapsed())
 }
 
-async fn cmdr_true(registry: Registry) -> Result<(), Failure> {
+/// `BASH_EXEC true` through `registry`, drained; checks exit code 0 and no output.
+pub async fn cmdr_true(registry: Registry) -> Result<(), Failure> {
     let command = Command::BashExec(BashExecCommand {
         command: "true".to_owned(),
         ..BashExecCommand::default()
@@ -104,7 +105,9 @@ async fn cmdr_true(registry: Registry) -> Result<(), Failure> {
     })
 }
 
-async fn raw_true() -> Result<(), Failure> {
+/// `/bin/bash -c true` spawned with `tokio::process`, both pipes read to EOF; checks
+/// success and no output.
+pub async fn raw_true() -> Result<(), Failure> {
     let mut child = tokio::process::Command::new("/bin/bash")
         .args(["-c", "true"])
         .stdin(Stdio::null())

@@ -26,7 +26,8 @@ async fn noop() -> Result<Outcome, ExecError> {
     Ok(Outcome::succeeded(""))
 }
 
-fn template() -> Command {
+/// The command every no-op side sends: `BASH_EXEC true`, no id (cmdr generates one).
+pub fn template() -> Command {
     Command::BashExec(BashExecCommand {
         command: "true".to_owned(),
         ..BashExecCommand::default()
@@ -35,12 +36,7 @@ fn template() -> Command {
 
 /// Runs group 1.
 pub fn run(rt: &Runtime, cfg: &Config) -> Result<Vec<Row>, Failure> {
-    let registry = rt.block_on(async {
-        let registry = Registry::new();
-        let executor = FnExecutor(|_: Command, _: ExecContext| noop());
-        registry.register_with(CommandType::BashExec, executor, ActorConfig::default());
-        registry
-    });
+    let registry = rt.block_on(async { noop_registry() });
     let seq = cfg.size(20_000, 2_000);
     let waves = cfg.size(20, 2);
     let sequential = compare(
@@ -85,6 +81,15 @@ pub fn run(rt: &Runtime, cfg: &Config) -> Result<Vec<Row>, Failure> {
     ])
 }
 
+/// A registry whose `BASH_EXEC` executor is the no-op body (default `ActorConfig`).
+/// Must be called inside the runtime: the registry spawns its actor.
+pub fn noop_registry() -> Registry {
+    let registry = Registry::new();
+    let executor = FnExecutor(|_: Command, _: ExecContext| noop());
+    registry.register_with(CommandType::BashExec, executor, ActorConfig::default());
+    registry
+}
+
 fn commands(n: usize) -> Unit {
     Unit::Commands(n as f64)
 }
@@ -92,11 +97,12 @@ fn commands(n: usize) -> Unit {
 /// Runs `sample` as a task on the runtime's workers, as a transport task would submit
 /// commands (not on the `block_on` thread, which would add a cross-thread wake-up to
 /// every round trip on both sides).
-fn on_worker(rt: &Runtime, sample: impl Future<Output = Sample> + Send + 'static) -> Sample {
+pub fn on_worker(rt: &Runtime, sample: impl Future<Output = Sample> + Send + 'static) -> Sample {
     rt.block_on(rt.spawn(sample))?
 }
 
-async fn execute_noop(registry: &Registry, command: Command) -> Result<(), Failure> {
+/// Executes `command` on `registry` and drains its stream to the one terminal result.
+pub async fn execute_noop(registry: &Registry, command: Command) -> Result<(), Failure> {
     let stream = registry.execute(command).await.map_err(refused)?;
     drain(stream).await.map(drop)
 }
@@ -127,7 +133,7 @@ async fn spawn_round_trips(n: usize) -> Sample {
 }
 
 /// The bare minimum an actor does: hand the command to a task, get the outcome back.
-async fn spawn_round_trip(command: Command) -> Result<(), Failure> {
+pub async fn spawn_round_trip(command: Command) -> Result<(), Failure> {
     let (tx, rx) = oneshot::channel();
     tokio::spawn(async move {
         drop(black_box(command));
