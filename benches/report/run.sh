@@ -3,7 +3,7 @@
 # one Markdown table per bench, the run's context (date, commit, cores, load before and
 # after) and the throughput-vs-concurrency plot. See benches/README.md.
 #
-#   benches/report/run.sh                        # every bench, full sizes (~6 min once built)
+#   benches/report/run.sh                        # every bench, full sizes (~4 min once built)
 #   benches/report/run.sh executors agent        # only these benches
 #   CMDR_BENCH_QUICK=1 benches/report/run.sh     # smoke run of the whole pipeline
 #
