@@ -1,14 +1,15 @@
 //! `BASH_EXEC`: run a script with `/bin/bash -c`, streaming its output.
 //!
-//! - The shell runs in its own process group with stdin from `/dev/null` (a command that
-//!   reads stdin gets EOF and never hangs).
+//! - The shell runs in its own process group with stdin at end-of-file (a command that
+//!   reads stdin gets EOF at once and never hangs).
 //! - stdout and stderr are read concurrently and interleaved into `RUNNING` chunks
 //!   ([`pump`]): small writes are coalesced, characters are never split, invalid bytes
 //!   become U+FFFD.
 //! - Cancel and timeout (the runtime fires `ctx.cancel`) send SIGTERM to the whole group,
 //!   then SIGKILL after [`BashExecConfig::kill_grace`].
-//! - The final working directory is reported by an EXIT trap writing `$PWD` to a private
-//!   pipe on fd [`process::CWD_REPORT_FD`]: no temp file, nothing added to the output. If
+//! - The final working directory is reported by an EXIT trap writing `$PWD` to fd
+//!   [`process::CWD_REPORT_FD`], a copy of stdin, which is a socket back to cmdr (see
+//!   `process::Shell`): no temp file, nothing added to the output, no lock. If
 //!   the script replaces the EXIT trap or `exec`s another program, `finalCwd` is absent.
 //! - Background processes left running by a script that exits normally keep running; the
 //!   result does not wait for them beyond [`pump::DRAIN_AFTER_EXIT`].

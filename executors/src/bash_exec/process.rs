@@ -1,42 +1,44 @@
 //! Starting the shell in its own process group, signalling the group, and reading the
 //! final working directory the shell reports on its way out.
 
-use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::net::Shutdown;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Mutex;
 
-use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::{killpg, Signal};
-use nix::unistd::{pipe2, Pid};
+use nix::unistd::Pid;
 use tokio::process::{Child, ChildStderr, ChildStdout};
 
 use super::sandbox::Sandbox;
 use crate::error::ExecError;
 use crate::protocol::BashExecCommand;
 
-/// The lowest fd number the shell's EXIT trap writes `$PWD` to. High, so scripts that use
-/// low numbers (`exec 3<file`, flock's customary 200) do not collide with it; each command
-/// gets its own number at or above this one.
+/// The fd the shell's EXIT trap writes `$PWD` to: a copy of its stdin (see [`Shell`]).
+/// High, so scripts that use low numbers (`exec 3<file`, flock's customary 200) do not
+/// collide with it.
 pub const CWD_REPORT_FD: i32 = 600;
-
-/// Serialises the moment a report pipe is inheritable (between clearing its close-on-exec
-/// flag and closing the parent's copy), so that shells spawned concurrently do not inherit
-/// each other's pipes.
-static SPAWN_WINDOW: Mutex<()> = Mutex::new(());
 
 /// Longest working-directory report read back (paths are at most 4 KiB on Linux).
 const CWD_REPORT_MAX: u64 = 16 * 1024;
 
-/// A running shell: the child, its output pipes, and the cwd report pipe.
+/// A running shell: the child, its output pipes, and cmdr's end of its stdin socket.
+///
+/// The shell's stdin is one end of a socket pair whose other end cmdr shut down for
+/// writing at once: a command reading stdin gets end-of-file at once, as from
+/// `/dev/null`, and never hangs. The socket also carries the final working directory the
+/// other way: the script's prefix keeps a copy of stdin on [`CWD_REPORT_FD`] and its EXIT
+/// trap writes `$PWD` there. Nothing has to be inherited beyond stdio, so shells are
+/// spawned concurrently (std's `posix_spawn` path, no lock, no `pre_exec`), and no shell
+/// ever holds another's report channel.
 pub(super) struct Shell {
     pub(super) child: Child,
     pub(super) stdout: Option<ChildStdout>,
     pub(super) stderr: Option<ChildStderr>,
     pgid: Option<Pid>,
-    cwd_report: File,
+    cwd_report: UnixStream,
     /// Set once the shell has been reaped; until then, dropping kills the group.
     pub(super) exited: bool,
 }
@@ -55,12 +57,8 @@ impl Shell {
             program: shell.display().to_string(),
             source,
         };
-        // Non-blocking on both ends: we read what is there after the shell exits; the
-        // shell writes a few bytes into an empty pipe, which never blocks.
-        let (report_read, report_write) =
-            pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| spawn_error(e.into()))?;
-        let report_write = high_fd(report_write);
-        let mut command = shell_command(shell, cmd, dir, report_write.as_raw_fd());
+        let (report, stdin) = stdin_socket().map_err(spawn_error)?;
+        let mut command = shell_command(shell, cmd, dir, stdin);
         if !env.is_empty() {
             // Before the command's own variables, which therefore win.
             let own = cmd.env.iter().flatten().map(|(k, _)| k.as_str());
@@ -72,13 +70,13 @@ impl Shell {
             );
         }
         let spawned = match sandbox {
-            None => spawn_inheriting(&mut command, report_write),
+            None => command.spawn(),
             Some(sandbox) => {
                 let runtime = tokio::runtime::Handle::current();
                 sandbox
                     .run(move || {
                         let _context = runtime.enter();
-                        spawn_inheriting(&mut command, report_write)
+                        command.spawn()
                     })
                     .await?
             }
@@ -93,7 +91,7 @@ impl Shell {
             stderr: child.stderr.take(),
             child,
             pgid,
-            cwd_report: File::from(report_read),
+            cwd_report: report,
             exited: false,
         })
     }
@@ -116,7 +114,10 @@ impl Shell {
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
             Err(e) => tracing::debug!("reading the cwd report: {e}"),
         }
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        // Only what follows the last NUL: a script that wrote to its stdin itself cannot
+        // pass that off as the directory (a path holds no NUL).
+        let report = bytes.rsplit(|b| *b == 0).next().unwrap_or_default();
+        let text = String::from_utf8_lossy(report).into_owned();
         (!text.is_empty()).then_some(text)
     }
 }
@@ -129,23 +130,33 @@ impl Drop for Shell {
     }
 }
 
-/// `shell -c <script>` in its own process group, stdin from `/dev/null`, output piped,
-/// the script prefixed with the EXIT trap that reports `$PWD` on `report_fd`.
+/// cmdr's end of the shell's stdin (shut for writing, non-blocking) and the shell's end.
+fn stdin_socket() -> std::io::Result<(UnixStream, OwnedFd)> {
+    let (ours, theirs) = UnixStream::pair()?;
+    ours.shutdown(Shutdown::Write)?;
+    ours.set_nonblocking(true)?;
+    Ok((ours, OwnedFd::from(theirs)))
+}
+
+/// `shell -c <script>` in its own process group, stdin from `stdin`, output piped, the
+/// script prefixed (on the same line, so bash's line numbers stay the user's) with a copy
+/// of stdin on [`CWD_REPORT_FD`] and the EXIT trap that reports `$PWD` there.
 fn shell_command(
     shell: &Path,
     cmd: &BashExecCommand,
     dir: Option<&Path>,
-    report_fd: i32,
+    stdin: OwnedFd,
 ) -> tokio::process::Command {
+    let fd = CWD_REPORT_FD;
     let script = format!(
-        "trap 'printf %s \"$PWD\" >&{report_fd}' EXIT; {}",
+        "exec {fd}>&0; trap 'printf \"\\0%s\" \"$PWD\" >&{fd}' EXIT; {}",
         cmd.command
     );
     let mut command = tokio::process::Command::new(shell);
     command
         .arg("-c")
         .arg(script)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(stdin))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -157,33 +168,4 @@ fn shell_command(
         command.envs(env);
     }
     command
-}
-
-/// Moves `fd` to a number at or above [`CWD_REPORT_FD`] (keeping close-on-exec), or
-/// leaves it where it is if the fd limit does not allow that.
-fn high_fd(fd: OwnedFd) -> OwnedFd {
-    match rustix::io::fcntl_dupfd_cloexec(&fd, CWD_REPORT_FD) {
-        Ok(high) => high,
-        Err(e) => {
-            tracing::debug!("cannot move the cwd report fd above {CWD_REPORT_FD}: {e}");
-            fd
-        }
-    }
-}
-
-/// Spawns `command` with `report` inherited by the child under the same fd number.
-///
-/// No `pre_exec` hook (which would force a slow `fork`): the descriptor is made
-/// inheritable just for the spawn, which then takes std's `posix_spawn` (vfork) path.
-fn spawn_inheriting(
-    command: &mut tokio::process::Command,
-    report: OwnedFd,
-) -> std::io::Result<Child> {
-    let _window = SPAWN_WINDOW
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    fcntl(report.as_fd(), FcntlArg::F_SETFD(FdFlag::empty())).map_err(std::io::Error::from)?;
-    let child = command.spawn();
-    drop(report);
-    child
 }
