@@ -14,6 +14,8 @@
 
 #[path = "support/bash.rs"]
 mod bash;
+#[path = "support/confine.rs"]
+mod confine;
 #[path = "support/file_read.rs"]
 mod file_read;
 #[path = "support/harness.rs"]
@@ -73,13 +75,14 @@ type Group = (
     fn(&Runtime, &Config) -> Result<Vec<Row>, Failure>,
 );
 
-const GROUPS: [Group; 6] = [
+const GROUPS: [Group; 7] = [
     ("overhead", overhead::run),
     ("bash", bash::run),
     ("file_read", file_read::run),
     ("patch", patch::run),
     ("list_dir", list_dir::run),
     ("sweep", sweep::run),
+    ("confine", confine::run),
 ];
 
 fn main() -> ExitCode {
