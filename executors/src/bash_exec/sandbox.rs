@@ -1,11 +1,11 @@
 //! Landlock for `BASH_EXEC` (`--landlock`): shells may write only beneath the allowed
 //! roots (and to a few device files such as `/dev/null`); reading stays unrestricted.
 //!
-//! Landlock restricts a thread and every process it starts afterwards. So one dedicated
-//! thread restricts itself once, at start-up, and performs every `BASH_EXEC` spawn; the
-//! rest of cmdr (its database, its own files) is unaffected, and spawning keeps std's fast
-//! `posix_spawn` path (a `pre_exec` hook would force a full `fork`). A spawn costs one
-//! hand-off to that thread and back.
+//! Landlock restricts a thread and every process it starts afterwards. So a few dedicated
+//! threads (one per core, 2 to 8) restrict themselves once, at start-up, and perform
+//! every `BASH_EXEC` spawn; the rest of cmdr (its database, its own files) is unaffected,
+//! and spawning keeps std's fast `posix_spawn` path (a `pre_exec` hook would force a full
+//! `fork`). A spawn costs one hand-off to such a thread and back; several spawn at once.
 //!
 //! Where the kernel lacks Landlock (or some of its write rights), [`SandboxStatus`] says
 //! so plainly; cmdr reports it at start-up and in `/health`, and never claims more than
@@ -13,7 +13,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 
 use landlock::{
     path_beneath_rules, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI,
@@ -55,50 +55,56 @@ impl fmt::Display for SandboxStatus {
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The restricted spawner thread.
+/// The restricted spawner threads.
 #[derive(Debug)]
 pub struct Sandbox {
     jobs: mpsc::Sender<Job>,
 }
 
 impl Sandbox {
-    /// Starts the spawner thread, restricted to writing beneath `roots`. Returns the
-    /// sandbox only when Landlock enforces something, with what it enforces.
+    /// Starts the spawner threads (one per core, 2 to 8), each restricted to writing
+    /// beneath `roots`. Returns the sandbox only when Landlock enforces something, with
+    /// what it enforces.
     pub fn start(roots: &[PathBuf]) -> (Option<Self>, SandboxStatus) {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get().clamp(2, 8))
+            .unwrap_or(2);
         let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
         let (status_tx, status_rx) = mpsc::channel();
-        let roots = roots.to_vec();
-        let thread = std::thread::Builder::new()
-            .name("cmdr-landlock-spawner".to_owned())
-            .spawn(move || {
-                let status = restrict_this_thread(&roots);
-                let enforced = !matches!(status, SandboxStatus::Unsupported(_));
-                let _ = status_tx.send(status);
-                if enforced {
-                    while let Ok(job) = queue.recv() {
-                        // A panicking spawn fails its own command (its result sender is
-                        // dropped), not every later one.
-                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                    }
-                }
-            });
-        if let Err(e) = thread {
-            return (
-                None,
-                SandboxStatus::Unsupported(format!("no spawner thread: {e}")),
-            );
+        for i in 0..threads {
+            let (roots, queue, status_tx) = (roots.to_vec(), queue.clone(), status_tx.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("cmdr-landlock-spawner-{i}"))
+                .spawn(move || serve(&roots, &queue, &status_tx));
+            if let Err(e) = spawned {
+                return (
+                    None,
+                    SandboxStatus::Unsupported(format!("no spawner thread: {e}")),
+                );
+            }
         }
-        match status_rx.recv() {
-            Ok(SandboxStatus::Unsupported(why)) => (None, SandboxStatus::Unsupported(why)),
-            Ok(status) => (Some(Self { jobs }), status),
-            Err(_) => (
+        drop(status_tx);
+        let mut status = None;
+        for _ in 0..threads {
+            match status_rx.recv() {
+                Ok(SandboxStatus::Unsupported(why)) => {
+                    return (None, SandboxStatus::Unsupported(why));
+                }
+                Ok(enforced) => status = Some(enforced),
+                Err(_) => break,
+            }
+        }
+        match status {
+            Some(status) => (Some(Self { jobs }), status),
+            None => (
                 None,
-                SandboxStatus::Unsupported("the spawner thread died".to_owned()),
+                SandboxStatus::Unsupported("the spawner threads died".to_owned()),
             ),
         }
     }
 
-    /// Runs `work` on the restricted thread (so that what it spawns inherits the
+    /// Runs `work` on a restricted thread (so that what it spawns inherits the
     /// restriction) and returns its result.
     pub(super) async fn run<T, F>(&self, work: F) -> Result<T, ExecError>
     where
@@ -115,6 +121,31 @@ impl Sandbox {
         };
         self.jobs.send(job).map_err(|_| lost())?;
         rx.await.map_err(|_| lost())
+    }
+}
+
+/// One spawner thread: restricts itself, reports how, then runs jobs until the sandbox is
+/// dropped (or exits at once when nothing could be enforced).
+fn serve(
+    roots: &[PathBuf],
+    queue: &Mutex<mpsc::Receiver<Job>>,
+    status: &mpsc::Sender<SandboxStatus>,
+) {
+    let restricted = restrict_this_thread(roots);
+    let enforced = !matches!(restricted, SandboxStatus::Unsupported(_));
+    let _ = status.send(restricted);
+    if !enforced {
+        return;
+    }
+    loop {
+        let job = match queue.lock() {
+            Ok(queue) => queue.recv(),
+            Err(poisoned) => poisoned.into_inner().recv(),
+        };
+        let Ok(job) = job else { return };
+        // A panicking spawn fails its own command (its result sender is dropped), not
+        // every later one.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
     }
 }
 
