@@ -34,6 +34,10 @@ use crate::server::{require_token, AppState, Health};
 
 pub use error::ApiError;
 pub use extract::decode_json;
+// The request bodies and queries, for the fuzz targets (fuzz/) and their corpus replay.
+pub use agents::{ClientMessage, CommandRunRequest, RunRequest, StatelessRequest, StreamRequest};
+pub use commands::{InputAnswer, RunQuery};
+pub use conversations::ListQuery;
 
 /// Largest request body accepted (4 MiB: `FILE_WRITE` and `PATCH_FILE` carry whole
 /// files); larger ones get 413 `PAYLOAD_TOO_LARGE`.

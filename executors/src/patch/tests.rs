@@ -50,6 +50,23 @@ fn insertion_hunks_follow_their_header() {
 }
 
 #[test]
+fn a_context_line_of_backticks_is_not_a_closing_fence() {
+    // A Markdown file ending in a fence: the patch's last line ` ```` is context.
+    let file = "a\n```\n";
+    assert_eq!(
+        modified(file, "@@ -2,1 +2,2 @@\n+x\n ```\n").0,
+        "a\nx\n```\n"
+    );
+    // A real closing fence is still dropped, indented or not.
+    let fenced = "```diff\n@@ -2,1 +2,2 @@\n+x\n ```\n```\n";
+    assert_eq!(modified(file, fenced).0, "a\nx\n```\n");
+    assert_eq!(
+        modified(file, "```diff\n@@ -1 +1 @@\n-a\n+b\n  ```\n").0,
+        "b\n```\n"
+    );
+}
+
+#[test]
 fn missing_final_newline_is_kept_unless_the_patch_says_otherwise() {
     // The file has none and the patch does not mention it: still none.
     assert_eq!(

@@ -22,6 +22,12 @@ pub(super) fn blank_is_added(hunk: &Hunk<'_>) -> bool {
     hunk.stated_counts.is_some_and(|(old, _)| old == 0)
 }
 
+/// Whether the header states counts that the body read so far does not reach yet.
+pub(super) fn needs_more_lines(hunk: &Hunk<'_>) -> bool {
+    hunk.stated_counts
+        .is_some_and(|(old, new)| hunk.old_len() < old || hunk.new_len() < new)
+}
+
 /// Empty lines at the end of a hunk are separators, not empty body lines, unless the
 /// header's counts need them: then as many as the counts call for are kept.
 pub(super) fn trim_trailing_blanks(hunk: &mut Hunk<'_>, blanks: usize) {

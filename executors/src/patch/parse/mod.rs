@@ -14,7 +14,9 @@ mod tests;
 pub(crate) use model::{recount_note, Hunk, HunkLine, Kind, ParsedPatch, Target};
 
 use super::error::{quote, PatchError};
-use body::{blank_is_added, check_sides, mark_missing_newline, trim_trailing_blanks};
+use body::{
+    blank_is_added, check_sides, mark_missing_newline, needs_more_lines, trim_trailing_blanks,
+};
 use header::{header_name, parse_header};
 
 /// Path that stands for "no file" in `---`/`+++` headers.
@@ -95,14 +97,30 @@ fn split_lines(patch: &str) -> (Vec<&str>, bool) {
     let is_crlf = crlf * 2 > lines.len();
     let last_text = lines.iter().rposition(|l| !l.trim().is_empty());
     if let Some(last) = last_text {
-        if lines
-            .get(last)
-            .is_some_and(|l| l.trim_start().starts_with("```"))
-        {
+        if is_closing_fence(&lines, last) {
             lines.truncate(last);
         }
     }
     (lines, is_crlf)
+}
+
+/// Whether line `last` closes a Markdown fence: it starts with backticks, and either not
+/// with a space or an opening fence comes before the first hunk. Without an opening
+/// fence, a space then backticks is a context line: a Markdown file's own fence (fuzz
+/// finding: the line was dropped, and an insertion before it went after it).
+fn is_closing_fence(lines: &[&str], last: usize) -> bool {
+    let is_fence = |l: &&str| l.trim_start().starts_with("```");
+    let Some(line) = lines.get(last) else {
+        return false;
+    };
+    if !is_fence(line) {
+        return false;
+    }
+    !line.starts_with(' ')
+        || lines
+            .iter()
+            .take_while(|l| !l.starts_with("@@"))
+            .any(is_fence)
 }
 
 struct Parser<'p> {
@@ -158,6 +176,19 @@ impl<'p> Parser<'p> {
         is(pos, "--- ") && is(pos + 1, "+++ ")
     }
 
+    /// Whether a `---`/`+++` pair at `self.pos`, inside `hunk`, is the next file's
+    /// header rather than a removed line `-- …` and an added line `++ …` (SQL comments,
+    /// `++ x`): only when the hunk already has the lines its header counts (or states
+    /// none) and a hunk header follows the pair, as it does after every real file header.
+    fn next_file_starts(&self, hunk: &Hunk<'p>) -> bool {
+        self.file_header_at(self.pos)
+            && !needs_more_lines(hunk)
+            && self
+                .lines
+                .get(self.pos + 2)
+                .is_some_and(|l| l.starts_with("@@"))
+    }
+
     /// The hunk whose header is at `self.pos`.
     fn hunk(&mut self) -> Result<Hunk<'p>, PatchError> {
         let header_line = self.pos + 1;
@@ -191,7 +222,7 @@ impl<'p> Parser<'p> {
     fn body(&mut self, hunk: &mut Hunk<'p>, header_line: usize) -> Result<usize, PatchError> {
         let mut blanks = 0;
         while let Some(&line) = self.lines.get(self.pos) {
-            if line.starts_with("@@") || self.file_header_at(self.pos) {
+            if line.starts_with("@@") || self.next_file_starts(hunk) {
                 break;
             }
             let tail = line.get(1..).unwrap_or_default();

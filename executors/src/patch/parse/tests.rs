@@ -89,6 +89,21 @@ fn removed_lines_that_look_like_headers() {
 }
 
 #[test]
+fn header_lookalike_pairs_inside_a_hunk_are_body_lines() {
+    // Removing `-- a` and adding `++ b` writes `--- a` then `+++ b` (fuzz finding): the
+    // counts say the hunk is not over, so the pair is body, not the next file's header.
+    let hunk = only_hunk("@@ -1,2 +1,2 @@\n x\n--- a\n+++ b\n");
+    assert_eq!(kinds(&hunk), " -+");
+    assert_eq!((hunk.lines[1].text, hunk.lines[2].text), ("-- a", "++ b"));
+    // Without counts: a pair not followed by a hunk header is body too.
+    let hunk = only_hunk("@@\n x\n--- a\n+++ b\n y\n");
+    assert_eq!(kinds(&hunk), " -+ ");
+    // A real next file: the counts are met and `@@` follows.
+    let two = parse("@@ -1 +1 @@\n-a\n+b\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-c\n+d\n").unwrap();
+    assert_eq!(two.hunks.len(), 2);
+}
+
+#[test]
 fn no_newline_markers_follow_their_line() {
     let hunk = only_hunk("@@ -1 +1 @@\n-a\n\\ No newline at end of file\n+a\n");
     assert!(hunk.old_missing_newline && !hunk.new_missing_newline);
