@@ -1,7 +1,8 @@
 //! 10,000 commands of every type submitted at once to one in-process registry (the
-//! default executors; questions answered through `PendingInputs`): each ends with
-//! exactly one terminal result carrying the right content, and the process's open file
-//! descriptors stay far below the usual 1,024 limit (the actors' concurrency caps).
+//! default executors; each question answered through `PendingInputs` as soon as its
+//! prompt arrives): each ends with exactly one terminal result carrying the right
+//! content, and the process's open file descriptors stay far below the usual 1,024
+//! limit (the actors' concurrency caps).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,17 +35,26 @@ async fn ten_thousand_concurrent_commands_each_end_once_with_the_right_result() 
         .collect();
     let done = CancellationToken::new();
     let answered = Arc::new(AtomicUsize::new(0));
-    let answerer = tokio::spawn(answer_questions(inputs, done.clone(), answered.clone()));
     let peak_fds = tokio::spawn(peak_fd_count(done.clone()));
 
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for case in cases {
-        let registry = registry.clone();
+        let (registry, inputs, answered) = (registry.clone(), inputs.clone(), answered.clone());
         tasks.spawn(async move {
             let mut stream = registry.execute(case.command()).await.unwrap();
             let mut messages: Vec<OutputResult> = Vec::new();
             while let Some(message) = stream.next().await {
+                if case.kind == Kind::Input && messages.is_empty() {
+                    // Answered the moment the prompt is seen: the question must be there.
+                    let answer = inputs.answer(&case.id, Case::answer(&case.id));
+                    assert!(
+                        answer.is_ok(),
+                        "{}: {answer:?} right after its prompt",
+                        case.id
+                    );
+                    answered.fetch_add(1, Ordering::SeqCst);
+                }
                 messages.push(message);
             }
             (case, messages)
@@ -67,7 +77,6 @@ async fn ten_thousand_concurrent_commands_each_end_once_with_the_right_result() 
     .expect("every command ends in time");
     let elapsed = started.elapsed();
     done.cancel();
-    answerer.await.unwrap();
     let peak_fds = peak_fds.await.unwrap();
 
     assert!(
@@ -98,25 +107,6 @@ async fn ten_thousand_concurrent_commands_each_end_once_with_the_right_result() 
         elapsed.as_secs_f64(),
         COMMANDS as f64 / elapsed.as_secs_f64()
     );
-}
-
-/// Answers every question as it appears, until `done`; counts the answers.
-async fn answer_questions(
-    inputs: PendingInputs,
-    done: CancellationToken,
-    answered: Arc<AtomicUsize>,
-) {
-    while !done.is_cancelled() {
-        for question in inputs.pending() {
-            if inputs
-                .answer(&question.command_id, Case::answer(&question.command_id))
-                .is_ok()
-            {
-                answered.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
 }
 
 /// The most descriptors this process had open, sampled every 5 ms until `done`.
