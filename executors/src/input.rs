@@ -108,16 +108,19 @@ impl Drop for Withdraw<'_> {
 }
 
 impl InputBroker for PendingInputs {
+    /// The question is in the table as soon as this returns (not only once the future is
+    /// polled), so it can be answered the moment its prompt has been shown.
     fn request(&self, request: InputRequest) -> InputFuture<'_> {
+        let (reply, answer) = oneshot::channel();
+        let command_id = request.command_id.clone();
+        self.waiting
+            .insert(command_id.clone(), Waiting { request, reply });
+        let withdraw = Withdraw {
+            table: &self.waiting,
+            command_id,
+        };
         Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            let command_id = request.command_id.clone();
-            self.waiting
-                .insert(command_id.clone(), Waiting { request, reply });
-            let _withdraw = Withdraw {
-                table: &self.waiting,
-                command_id,
-            };
+            let _withdraw = withdraw;
             answer
                 .await
                 .map_err(|_| InputError::Unavailable("the question was withdrawn".to_owned()))

@@ -31,14 +31,17 @@ impl Executor for RequestUserInput {
         Box::pin(async move {
             let cmd = RequestUserInputCommand::try_from(command)?;
             let waiting = format!("Waiting for user input: {}", cmd.prompt);
-            ctx.output.send(&waiting, String::new()).await?;
             let request = InputRequest {
                 command_id: ctx.command_id.clone(),
                 prompt: cmd.prompt,
                 description: cmd.description,
             };
+            // Asked before the prompt is shown, so an answer sent on seeing it finds the
+            // question (`PendingInputs` registers it when `request` is called).
+            let asking = self.broker.request(request);
+            ctx.output.send(&waiting, String::new()).await?;
             let answer = tokio::select! {
-                answer = self.broker.request(request) => answer,
+                answer = asking => answer,
                 _ = ctx.cancel.cancelled() => return Err(ExecError::Cancelled),
             };
             match answer {
