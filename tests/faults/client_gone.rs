@@ -8,14 +8,21 @@ use serde_json::json;
 
 use crate::fake_llm::{FakeLlm, Reply};
 use crate::http_support::{eventually, gone, SseReader};
-use crate::serve::Serve;
+use crate::serve::{Options, Serve};
 use crate::PATIENCE;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vanished_command_client_gets_its_process_tree_killed() {
     let dir = tempfile::tempdir().unwrap();
     let llm = FakeLlm::start(Vec::new()).await;
-    let server = Serve::start(dir.path(), &llm).await;
+    let server = Serve::start_in(
+        dir.path(),
+        Options {
+            llm: Some(&llm),
+            ..Options::default()
+        },
+    )
+    .await;
     let command = json!({"command_id": "gone-1", "commandType": "BASH_EXEC",
                          "command": "sleep 1000 & echo $!; wait"});
     let mut sse = server.sse("/commands", command).await;
@@ -29,7 +36,7 @@ async fn a_vanished_command_client_gets_its_process_tree_killed() {
     assert!(!gone(pid), "the background sleep runs");
     drop(sse);
     eventually("the whole process tree is killed", async || gone(pid)).await;
-    assert_eq!(server.stop().await, Some(0));
+    assert_eq!(server.stop().await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,7 +46,14 @@ async fn a_vanished_agent_client_stops_the_run_and_frees_the_conversation() {
         "<shell>sleep 1000 & echo $!; wait</shell>",
     )])
     .await;
-    let server = Serve::start(dir.path(), &llm).await;
+    let server = Serve::start_in(
+        dir.path(),
+        Options {
+            llm: Some(&llm),
+            ..Options::default()
+        },
+    )
+    .await;
     let mut sse = server
         .sse("/agents/helper/stream", json!({"message": "wait"}))
         .await;
@@ -81,5 +95,5 @@ async fn a_vanished_agent_client_stops_the_run_and_frees_the_conversation() {
         &json!({"type": "done", "reason": "completed"}),
         "{events:#?}"
     );
-    assert_eq!(server.stop().await, Some(0));
+    assert_eq!(server.stop().await, 0);
 }

@@ -22,6 +22,9 @@ mod http_support;
 mod nats_restart;
 #[path = "../nats/server.rs"]
 mod nats_server;
+// Shared with the `load` target, which uses other parts of it.
+#[allow(dead_code)]
+#[path = "../load/serve.rs"]
 mod serve;
 mod server_crash;
 mod worker_loss;

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::fake_llm::{FakeLlm, Reply};
 use crate::http_support::{eventually, gone};
-use crate::serve::{db, Serve};
+use crate::serve::{db, Options, Serve};
 use crate::PATIENCE;
 
 /// `PRAGMA integrity_check` of the database file, as SQLite itself reports it.
@@ -43,7 +43,14 @@ async fn a_server_killed_mid_run_restarts_with_the_conversation_intact_and_usabl
         "Looping.<shell>{script}</shell>"
     ))])
     .await;
-    let first = Serve::start(dir.path(), &llm).await;
+    let first = Serve::start_in(
+        dir.path(),
+        Options {
+            llm: Some(&llm),
+            ..Options::default()
+        },
+    )
+    .await;
     let mut sse = first
         .sse("/agents/helper/stream", json!({"message": "loop for ever"}))
         .await;
@@ -79,7 +86,14 @@ async fn a_server_killed_mid_run_restarts_with_the_conversation_intact_and_usabl
     );
     assert!(!gone(silent), "a silent orphan outlives the crash");
 
-    let second = Serve::start(dir.path(), &llm).await;
+    let second = Serve::start_in(
+        dir.path(),
+        Options {
+            llm: Some(&llm),
+            ..Options::default()
+        },
+    )
+    .await;
     eventually(
         "the silent orphan is killed when the interrupted run is closed",
         async || gone(silent),
@@ -136,7 +150,7 @@ async fn a_server_killed_mid_run_restarts_with_the_conversation_intact_and_usabl
     assert_eq!(roles.len(), 5, "{roles:?}");
     assert_eq!(roles[4], ("assistant".into(), "ok".into()));
 
-    assert_eq!(second.stop().await, Some(0));
+    assert_eq!(second.stop().await, 0);
     assert_eq!(integrity(dir.path()), "ok");
     let markers: i64 = rusqlite::Connection::open(db(dir.path()))
         .unwrap()

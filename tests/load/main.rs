@@ -24,5 +24,7 @@ mod registry_load;
 #[allow(dead_code)]
 mod rpc;
 mod run_lock;
+// Shared with the `faults` target, which uses other parts of it.
+#[allow(dead_code)]
 mod serve;
 mod soak;

@@ -1,14 +1,18 @@
-//! A real `cmdr serve` process over a temp world (agents folder with `helper`, SQLite
+//! A real `cmdr serve` process over a world folder (agents folder with `helper`, SQLite
 //! file, working folder), on ephemeral loopback ports, optionally talking to the fake LLM.
+//! Shared by the `load` and `faults` targets (`#[path]`); both have `fake_llm` and
+//! `http_support` (tests/http/support.rs) modules.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::fake_llm::FakeLlm;
+use crate::http_support::SseReader;
 
 /// A running `cmdr serve`; killed when dropped.
 pub struct Serve {
@@ -21,7 +25,8 @@ pub struct Serve {
     pub mcp: String,
     /// An HTTP client for the tests.
     pub http: reqwest::Client,
-    _dir: tempfile::TempDir,
+    /// The world, when the server owns it (removed when dropped).
+    _dir: Option<tempfile::TempDir>,
 }
 
 /// How to start a [`Serve`].
@@ -34,13 +39,22 @@ pub struct Options<'a> {
 }
 
 impl Serve {
-    /// Starts `cmdr serve` and waits for it to announce both addresses.
+    /// Starts `cmdr serve` over a new temp world and waits for it to announce both
+    /// addresses.
     pub async fn start(options: Options<'_>) -> Serve {
-        cmdr::llm::OpenAiClient::install_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("agents/helper")).unwrap();
-        std::fs::create_dir_all(dir.path().join("work")).unwrap();
-        let mut child = command(dir.path(), &options).spawn().unwrap();
+        let mut serve = Self::start_in(dir.path(), options).await;
+        serve._dir = Some(dir);
+        serve
+    }
+
+    /// Like [`Serve::start`], over the world in `dir` (kept: a server started again on
+    /// it finds the same database).
+    pub async fn start_in(dir: &Path, options: Options<'_>) -> Serve {
+        cmdr::llm::OpenAiClient::install_crypto_provider();
+        std::fs::create_dir_all(dir.join("agents/helper")).unwrap();
+        std::fs::create_dir_all(dir.join("work")).unwrap();
+        let mut child = command(dir, &options).spawn().unwrap();
         let pid = child.id().unwrap() as i32;
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut urls = Vec::new();
@@ -61,13 +75,43 @@ impl Serve {
             api: urls[0].trim_end_matches('/').to_owned(),
             mcp: urls[1].clone(),
             http: reqwest::Client::new(),
-            _dir: dir,
+            _dir: None,
         }
     }
 
     /// The URL of an API path.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.api)
+    }
+
+    /// `GET path` (must succeed), as JSON.
+    pub async fn get(&self, path: &str) -> Value {
+        let response = self.http.get(self.url(path)).send().await.unwrap();
+        let status = response.status();
+        assert!(status.is_success(), "GET {path}: {status}");
+        response.json().await.unwrap()
+    }
+
+    /// Posts `body` (JSON) to `path`.
+    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.http
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Posts `body` to `path` and returns the SSE response.
+    pub async fn sse(&self, path: &str, body: Value) -> SseReader {
+        let response = self.post(path, &body).await;
+        assert_eq!(response.status(), 200);
+        SseReader::new(response)
+    }
+
+    /// SIGKILL: no shutdown code runs.
+    pub async fn crash(mut self) {
+        self.child.kill().await.unwrap();
     }
 
     /// SIGTERM, then the exit status (within 30 s).
@@ -90,7 +134,8 @@ fn command(dir: &Path, options: &Options<'_>) -> Command {
         .arg("--working-folder")
         .arg(dir.join("work"))
         .env("CMDR_AGENTS_DIR", dir.join("agents"))
-        .env("CMDR_DB", dir.join("cmdr.sqlite3"))
+        .arg("--db")
+        .arg(db(dir))
         .env_remove("CMDR_AUTH_TOKEN")
         .env_remove("CMDR_LLM_API_KEY")
         .env_remove("CMDR_LLM_BASE_URL")
@@ -109,4 +154,9 @@ fn command(dir: &Path, options: &Options<'_>) -> Command {
             .env("CMDR_LLM_MODEL", "fake-model");
     }
     command
+}
+
+/// The database file of a server started in `dir`.
+pub fn db(dir: &Path) -> PathBuf {
+    dir.join("data/cmdr.sqlite3")
 }
