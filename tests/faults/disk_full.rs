@@ -107,6 +107,19 @@ impl Drop for Confined {
     }
 }
 
+/// The old file intact, byte for byte, and no temp file left behind.
+fn assert_untouched(fs: &Confined, original: &str) {
+    assert_eq!(
+        std::fs::read_to_string(fs.inside("data.txt")).unwrap(),
+        original
+    );
+    assert_eq!(
+        fs.entries(),
+        ["data.txt", "filler"],
+        "no temp file left behind"
+    );
+}
+
 fn assert_disk_full(result: &Value) {
     assert_eq!(result["status"], "FAILED", "{result}");
     assert_eq!(result["errorCode"], "NO_SPACE", "{result}");
@@ -148,15 +161,7 @@ fn a_full_disk_fails_writes_and_patches_cleanly_and_keeps_the_old_file() {
     let big = format!("{}\n", "x".repeat(200 * 1024));
     let write = fs.run(json!({"commandType": "FILE_WRITE", "file_path": data, "content": big}));
     assert_disk_full(&write);
-    assert_eq!(
-        std::fs::read_to_string(fs.inside("data.txt")).unwrap(),
-        original
-    );
-    assert_eq!(
-        fs.entries(),
-        ["data.txt", "filler"],
-        "no temp file left behind"
-    );
+    assert_untouched(&fs, original);
 
     let patch = format!(
         "--- a/data.txt\n+++ b/data.txt\n@@ -1,3 +1,3 @@\n line 1\n-line 2\n+{}\n line 3\n",
@@ -164,15 +169,7 @@ fn a_full_disk_fails_writes_and_patches_cleanly_and_keeps_the_old_file() {
     );
     let patched = fs.run(json!({"commandType": "PATCH_FILE", "file_path": data, "patch": patch}));
     assert_disk_full(&patched);
-    assert_eq!(
-        std::fs::read_to_string(fs.inside("data.txt")).unwrap(),
-        original
-    );
-    assert_eq!(
-        fs.entries(),
-        ["data.txt", "filler"],
-        "no temp file left behind"
-    );
+    assert_untouched(&fs, original);
 
     let freed = fs.run(json!({"commandType": "BASH_EXEC", "command": format!("rm {filler}")}));
     assert_eq!(freed["status"], "SUCCEEDED", "{freed}");

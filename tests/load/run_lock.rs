@@ -39,12 +39,8 @@ async fn a_hundred_concurrent_runs_on_one_conversation_one_runs_the_rest_get_409
     })
     .await;
     let created: Value = serve
-        .http
-        .post(serve.url("/agents/helper/run"))
-        .json(&json!({"instruction": "create"}))
-        .send()
+        .post("/agents/helper/run", &json!({"instruction": "create"}))
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -118,24 +114,15 @@ async fn a_hundred_concurrent_runs_on_one_conversation_one_runs_the_rest_get_409
     }
 
     let after = serve
-        .http
-        .post(serve.url("/agents/helper/run"))
-        .json(&json!({"instruction": "after", "conversationId": id}))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            "/agents/helper/run",
+            &json!({"instruction": "after", "conversationId": id}),
+        )
+        .await;
     assert_eq!(after.status(), StatusCode::OK, "the lock was released");
     let after: Value = after.json().await.unwrap();
     assert_eq!(after["status"], "completed", "{after}");
-    let turns: Value = serve
-        .http
-        .get(serve.url(&format!("/conversations/{id}/turns")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let turns = serve.get(&format!("/conversations/{id}/turns")).await;
     let users = turns["items"]
         .as_array()
         .unwrap()

@@ -33,24 +33,17 @@ struct Inner {
 impl Tally {
     /// A request of `kind` goes out.
     pub fn sent(&self, kind: &str) {
-        self.inner
-            .lock()
-            .unwrap()
-            .counts
-            .entry(kind.to_owned())
-            .or_default()
-            .sent += 1;
+        self.count(kind, |counts| counts.sent += 1);
     }
 
     /// A request of `kind` ended properly.
     pub fn ended(&self, kind: &str) {
-        self.inner
-            .lock()
-            .unwrap()
-            .counts
-            .entry(kind.to_owned())
-            .or_default()
-            .ended += 1;
+        self.count(kind, |counts| counts.ended += 1);
+    }
+
+    fn count(&self, kind: &str, update: impl FnOnce(&mut Counts)) {
+        let mut inner = self.inner.lock().unwrap();
+        update(inner.counts.entry(kind.to_owned()).or_default());
     }
 
     /// Something went wrong.
