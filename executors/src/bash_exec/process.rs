@@ -58,17 +58,7 @@ impl Shell {
             source,
         };
         let (report, stdin) = stdin_socket().map_err(spawn_error)?;
-        let mut command = shell_command(shell, cmd, dir, stdin);
-        if !env.is_empty() {
-            // Before the command's own variables, which therefore win.
-            let own = cmd.env.iter().flatten().map(|(k, _)| k.as_str());
-            let own: Vec<&str> = own.collect();
-            command.envs(
-                env.iter()
-                    .filter(|(k, _)| !own.contains(&k.as_str()))
-                    .cloned(),
-            );
-        }
+        let mut command = shell_command(shell, cmd, dir, env, stdin);
         let spawned = match sandbox {
             None => command.spawn(),
             Some(sandbox) => {
@@ -138,13 +128,15 @@ fn stdin_socket() -> std::io::Result<(UnixStream, OwnedFd)> {
     Ok((ours, OwnedFd::from(theirs)))
 }
 
-/// `shell -c <script>` in its own process group, stdin from `stdin`, output piped, the
+/// `shell -c <script>` in its own process group, with the configured `env` and then the
+/// command's own variables, stdin from `stdin`, output piped, the
 /// script prefixed (on the same line, so bash's line numbers stay the user's) with a copy
 /// of stdin on [`CWD_REPORT_FD`] and the EXIT trap that reports `$PWD` there.
 fn shell_command(
     shell: &Path,
     cmd: &BashExecCommand,
     dir: Option<&Path>,
+    env: &[(String, String)],
     stdin: OwnedFd,
 ) -> tokio::process::Command {
     let fd = CWD_REPORT_FD;
@@ -164,6 +156,8 @@ fn shell_command(
     if let Some(dir) = dir {
         command.current_dir(dir);
     }
+    // The configured variables first: the command's own, set after, win.
+    command.envs(env.iter().map(|(k, v)| (k, v)));
     if let Some(env) = &cmd.env {
         command.envs(env);
     }
