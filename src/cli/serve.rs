@@ -151,7 +151,7 @@ pub async fn run(args: ServeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    announce(&api, &mcp);
+    announce(&api, &mcp, state.input_keys.person_key());
     confine::report("cmdr serve", state.registry.confinement());
     serve_both(state, api, mcp).await
 }
@@ -162,13 +162,18 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
         .map_err(|e| format!("cannot listen on {addr}: {e}"))
 }
 
-fn announce(api: &TcpListener, mcp: &TcpListener) {
+/// Prints the addresses on stdout. The answer-key address is the only place the person key
+/// appears (never stderr, which is the log): whoever reads it may answer questions.
+fn announce(api: &TcpListener, mcp: &TcpListener, answer_key: &str) {
     let (Ok(api), Ok(mcp)) = (api.local_addr(), mcp.local_addr()) else {
         return;
     };
     say(&format!("cmdr serve: web UI and REST API on http://{api}/"));
     say(&format!(
         "cmdr serve: MCP (streamable HTTP) on http://{mcp}/mcp"
+    ));
+    say(&format!(
+        "cmdr serve: answer questions in the web UI at http://{api}/#answer-key={answer_key}"
     ));
 }
 

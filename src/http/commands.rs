@@ -7,12 +7,17 @@
 //!   stops the command (its process tree is killed).
 //! - `POST /commands/{command_id}/cancel` → `{"commandId","cancelled":true}`, or 404
 //!   `COMMAND_NOT_RUNNING`.
-//! - `POST /commands/{command_id}/input` `{"value"}` → `{"commandId","answered":true}`,
-//!   or 404 `NOT_WAITING_FOR_INPUT`.
+//!   The stream's response carries the `Cmdr-Input-Key` header: the key that answers this
+//!   command's `REQUEST_USER_INPUT` question (only this client ever sees it).
+//! - `POST /commands/{command_id}/input` `{"value","key"}` → `{"commandId","answered":true}`;
+//!   403 `INPUT_FORBIDDEN` unless `key` is the question's requester key or the person key
+//!   (`cmdr serve`'s printed UI address), so a command cannot answer its own question;
+//!   404 `NOT_WAITING_FOR_INPUT` when no question waits under that id.
 //! - `GET /commands/inputs` → `{"inputs":[{"commandId","prompt","description"?}]}`: the
-//!   `REQUEST_USER_INPUT` questions waiting for an answer, sorted by id.
+//!   `REQUEST_USER_INPUT` questions waiting for an answer, sorted by id (no keys).
 
 use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cmdr_executors::{combine_output_results, decode_command_slice};
@@ -41,12 +46,27 @@ pub struct Cancelled {
     pub cancelled: bool,
 }
 
+/// The response header carrying a command's requester key.
+pub const INPUT_KEY_HEADER: &str = "cmdr-input-key";
+
 /// The body of `POST /commands/{command_id}/input`.
-#[derive(Debug, Deserialize)]
+#[derive(Deserialize)]
 #[serde(expecting = "a JSON object")]
 pub struct InputAnswer {
     /// The answer, sent as the command's `resultData`.
     pub value: String,
+    /// The question's requester key (`Cmdr-Input-Key`) or the person key.
+    #[serde(default)]
+    pub key: String,
+}
+
+impl std::fmt::Debug for InputAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print a key.
+        f.debug_struct("InputAnswer")
+            .field("value", &self.value)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `POST /commands/{command_id}/input`.
@@ -85,14 +105,27 @@ pub async fn run(
     ApiQuery(query): ApiQuery<RunQuery>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let command = decode_command_slice(&body)
+    let mut command = decode_command_slice(&body)
         .map_err(|failure| ApiError::invalid_request(failure.error.to_string()))?;
+    let id = command.ensure_command_id().to_owned();
     let results = state.app().registry.execute(command).await?;
+    // Bound once the id is this command's (a duplicate id was refused above), so nobody
+    // can re-bind a running command's question.
+    let binding = state.app().input_keys.bind(&id);
     if query.combine {
         let combined = combine_output_results(results, None).await;
         return Ok(Json(combined).into_response());
     }
-    Ok(sse::command_results(results, state.keep_alive()))
+    let header = binding
+        .as_ref()
+        .and_then(|b| HeaderValue::from_str(b.key()).ok());
+    let mut response = sse::command_results(results, state.keep_alive(), binding);
+    if let Some(header) = header {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static(INPUT_KEY_HEADER), header);
+    }
+    Ok(response)
 }
 
 /// `POST /commands/{command_id}/cancel`.
@@ -118,6 +151,15 @@ pub async fn answer(
     ApiPath(command_id): ApiPath<String>,
     JsonBody(body): JsonBody<InputAnswer>,
 ) -> Result<Json<Answered>, ApiError> {
+    if !state.app().input_keys.may_answer(&command_id, &body.key) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "INPUT_FORBIDDEN",
+            "only the person may answer: send the question's key (the Cmdr-Input-Key header \
+             of the POST /commands response that asked it) or the answer key of the web UI \
+             address cmdr serve printed",
+        ));
+    }
     state
         .app()
         .inputs

@@ -80,9 +80,17 @@ pub fn agent_events(
 }
 
 /// An SSE response of one command's results (the terminal one last). Dropping the body
-/// drops the [`ResultStream`], which stops the command.
-pub fn command_results(results: ResultStream, keep_alive: Duration) -> Response {
-    let stream = results.map(|result: OutputResult| Ok::<_, Infallible>(json_event(&result)));
+/// drops the [`ResultStream`], which stops the command; `hold` (e.g. the command's answer
+/// key binding) lives exactly as long as the body.
+pub fn command_results<H: Send + 'static>(
+    results: ResultStream,
+    keep_alive: Duration,
+    hold: H,
+) -> Response {
+    let stream = results.map(move |result: OutputResult| {
+        let _hold = &hold;
+        Ok::<_, Infallible>(json_event(&result))
+    });
     respond(Sse::new(stream), keep_alive)
 }
 

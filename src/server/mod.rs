@@ -5,6 +5,7 @@
 //! handler or a tool.
 
 mod auth;
+mod input_keys;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::service::AgentService;
 use crate::store::{SqliteStore, Store};
 
 pub use auth::require_token;
+pub use input_keys::{InputKeys, RequesterKey};
 
 /// Everything a request handler or an MCP tool may use. Cheap to clone.
 #[derive(Clone)]
@@ -34,6 +36,8 @@ pub struct AppState {
     pub registry: Registry,
     /// `REQUEST_USER_INPUT` questions waiting for `POST /commands/:id/input`.
     pub inputs: PendingInputs,
+    /// Who may answer them: the requester's key or the person's (never a command's).
+    pub input_keys: InputKeys,
     /// When set, every route and tool requires `Authorization: Bearer <token>`.
     pub auth_token: Option<Arc<str>>,
     /// The NATS connection commands go through (`--nats`), for `/health`.
@@ -95,23 +99,25 @@ pub struct HealthConfinement {
 
 impl AppState {
     /// A state over an existing service and registry (the registry's input broker must
-    /// be `inputs`).
+    /// be `inputs`). Fails only when the OS gives no random bytes for the answer keys.
     pub fn new(
         service: AgentService,
         registry: Registry,
         inputs: PendingInputs,
         auth_token: Option<String>,
         nats: Option<async_nats::Client>,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, getrandom::Error> {
+        let input_keys = InputKeys::new()?;
+        Ok(Self {
             service,
             registry,
             inputs,
+            input_keys,
             auth_token: auth_token.filter(|t| !t.is_empty()).map(Arc::from),
             nats,
             shutdown: CancellationToken::new(),
             started: Instant::now(),
-        }
+        })
     }
 
     /// A cancellation token for one run or command: fired by the client going away (the
@@ -147,13 +153,8 @@ impl AppState {
             AgentLoop::new(llm, registry.clone()),
             config.default_cwd,
         );
-        Ok(Self::new(
-            service,
-            registry,
-            inputs,
-            config.auth_token,
-            nats,
-        ))
+        Self::new(service, registry, inputs, config.auth_token, nats)
+            .map_err(|e| format!("no random bytes for the answer keys: {e}"))
     }
 
     /// The state of the parts `GET /health` reports.
@@ -208,7 +209,7 @@ impl AppState {
         let Some(given) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
             return false;
         };
-        constant_time_eq(given.as_bytes(), token.as_bytes())
+        input_keys::constant_time_eq(given.as_bytes(), token.as_bytes())
     }
 }
 
@@ -243,9 +244,4 @@ async fn remote_registry(
         .map_err(|e| format!("cannot connect to NATS at {url}: {e}"))?;
     let producer = Producer::new(client.clone()).with_input_broker(Arc::new(inputs.clone()));
     Ok((RemoteExecutor::registry(producer), client))
-}
-
-/// Compares secrets without an early exit on the first differing byte.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -236,14 +236,18 @@ async fn a_question_is_answered_through_the_input_route() {
         json!({"inputs": [{"commandId": "ask-1", "prompt": "Your name?", "description": "greeting"}]})
     );
 
+    let key = sse
+        .input_key
+        .clone()
+        .expect("the requester gets its question's key");
     let answer = server
-        .post("/commands/ask-1/input", json!({"value": 5}))
+        .post("/commands/ask-1/input", json!({"value": 5, "key": key}))
         .await;
     assert_error(&answer, 400, "invalid_request", "INVALID_REQUEST");
     let answer = server.post("/commands/ask-1/input", json!({})).await;
     assert_error(&answer, 400, "invalid_request", "INVALID_REQUEST");
     let (status, body) = server
-        .post("/commands/ask-1/input", json!({"value": "Ada"}))
+        .post("/commands/ask-1/input", json!({"value": "Ada", "key": key}))
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, json!({"commandId": "ask-1", "answered": true}));
@@ -252,10 +256,95 @@ async fn a_question_is_answered_through_the_input_route() {
     assert_eq!(last["status"], "SUCCEEDED", "{last}");
     assert_eq!(last["resultData"], "Ada");
 
+    let person = server.state.input_keys.person_key().to_owned();
     let answer = server
-        .post("/commands/ask-1/input", json!({"value": "again"}))
+        .post(
+            "/commands/ask-1/input",
+            json!({"value": "again", "key": person}),
+        )
         .await;
     assert_error(&answer, 404, "not_found", "NOT_WAITING_FOR_INPUT");
     let (_, body) = server.get("/commands/inputs").await;
     assert_eq!(body, json!({"inputs": []}));
+}
+
+/// The attack: a command answers the question its own run asked ("approve deploying?" →
+/// "yes") by calling the loopback API, as a shell the model controls would. Without a key
+/// (or with a wrong one, or another command's) it is refused and the question still waits;
+/// the requester's key and the person key answer it.
+#[tokio::test]
+async fn a_command_cannot_answer_a_question_only_a_person_may() {
+    let (server, _llm) = server_without_script().await;
+    let mut ask = server
+        .sse(
+            "/commands",
+            json!({"command_id": "approve", "commandType": "REQUEST_USER_INPUT", "prompt": "Approve deploying?"}),
+        )
+        .await;
+    ask.until(|r| r["status"] == "RUNNING").await;
+    let requester_key = ask.input_key.clone().unwrap();
+
+    // A shell run by the same server, with everything a command can see: the question list,
+    // its own stream's key, and a guess.
+    let other = server
+        .sse(
+            "/commands",
+            json!({"command_id": "other", "commandType": "REQUEST_USER_INPUT", "prompt": "?"}),
+        )
+        .await;
+    let other_key = other.input_key.clone().unwrap();
+    let url = server.url("/commands/approve/input");
+    let script = format!(
+        "for key in '' guess {other_key}; do \
+           curl -s -o /dev/null -w '%{{http_code}} ' -H 'Content-Type: application/json' \
+             -d \"{{\\\"value\\\":\\\"yes\\\",\\\"key\\\":\\\"$key\\\"}}\" {url}; \
+         done; curl -s {list}",
+        list = server.url("/commands/inputs"),
+    );
+    let (status, shell) = server
+        .post(
+            "/commands?combine=true",
+            json!({"commandType": "BASH_EXEC", "command": script}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{shell}");
+    let output = shell["resultData"].as_str().unwrap();
+    assert!(
+        output.starts_with("403 403 403 "),
+        "every answer refused: {output}"
+    );
+    assert!(
+        !output.contains(&requester_key) && !output.contains(server.state.input_keys.person_key()),
+        "the list shows no key: {output}"
+    );
+    let (_, pending) = server.get("/commands/inputs").await;
+    assert!(
+        pending.to_string().contains("approve"),
+        "the question still waits: {pending}"
+    );
+
+    // The person answers (the key of the address cmdr serve printed)…
+    let person = server.state.input_keys.person_key().to_owned();
+    let (status, _) = server
+        .post(
+            "/commands/approve/input",
+            json!({"value": "no", "key": person}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let last = ask.all().await.pop().unwrap();
+    assert_eq!(
+        (last["status"].as_str(), last["resultData"].as_str()),
+        (Some("SUCCEEDED"), Some("no"))
+    );
+    // …and so does the requester, with its own key, for its own question only.
+    let (status, _) = server
+        .post(
+            "/commands/other/input",
+            json!({"value": "ok", "key": other_key}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let last = other.all().await.pop().unwrap();
+    assert_eq!(last["resultData"], "ok");
 }

@@ -130,7 +130,7 @@ pub async fn start(llm: Option<&FakeLlm>, options: Options) -> Server {
         AgentLoop::new(client, registry.clone()),
         world.work(),
     );
-    let state = AppState::new(service, registry, inputs, options.token, None);
+    let state = AppState::new(service, registry, inputs, options.token, None).unwrap();
     let router = router_with(state.clone(), options.config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -258,11 +258,18 @@ pub struct SseReader {
     buffer: Vec<u8>,
     /// Every data event read so far.
     pub seen: Vec<Value>,
+    /// The `Cmdr-Input-Key` header (`POST /commands`): the key answering its question.
+    pub input_key: Option<String>,
 }
 
 impl SseReader {
     pub fn new(response: reqwest::Response) -> SseReader {
+        let input_key = response
+            .headers()
+            .get("cmdr-input-key")
+            .map(|v| v.to_str().unwrap().to_owned());
         SseReader {
+            input_key,
             chunks: Box::pin(response.bytes_stream()),
             buffer: Vec::new(),
             seen: Vec::new(),

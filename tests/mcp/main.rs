@@ -101,7 +101,8 @@ impl World {
             AgentLoop::new(client, registry.clone()),
             self.work(),
         );
-        let state = AppState::new(service, registry, inputs, token.map(str::to_owned), None);
+        let state =
+            AppState::new(service, registry, inputs, token.map(str::to_owned), None).unwrap();
         (state, store)
     }
 }

@@ -35,6 +35,8 @@ const SCENARIO_TIMEOUT: Duration = Duration::from_secs(120);
 struct Ui {
     dir: tempfile::TempDir,
     base_url: String,
+    /// The person key, for scenarios that answer questions (`CMDR_ANSWER_KEY`).
+    answer_key: String,
     _llm: Option<FakeLlm>,
     server: tokio::task::JoinHandle<()>,
 }
@@ -123,7 +125,8 @@ impl Ui {
             AgentLoop::new(client, registry.clone()),
             dir.path().join("work"),
         );
-        let state = AppState::new(service, registry, inputs, None, None);
+        let state = AppState::new(service, registry, inputs, None, None).unwrap();
+        let answer_key = state.input_keys.person_key().to_owned();
         let test_routes = axum::Router::new().route(
             "/__test/release",
             post(move || {
@@ -145,6 +148,7 @@ impl Ui {
         Ui {
             dir,
             base_url: format!("http://{addr}/"),
+            answer_key,
             _llm: llm,
             server,
         }
@@ -167,6 +171,7 @@ impl Ui {
             .arg(&self.base_url)
             .arg(&shots)
             .arg(self.work())
+            .env("CMDR_ANSWER_KEY", &self.answer_key)
             .current_dir(&ui)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

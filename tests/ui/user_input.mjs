@@ -1,11 +1,14 @@
 // A REQUEST_USER_INPUT command (started by the test through `POST /commands`, as any
-// client or an executor would) appears in the page as an inline prompt; answering it
-// there resumes the command, which ends SUCCEEDED with the answer.
+// client or an executor would) appears in the page as an inline prompt. A page opened
+// without the person key cannot answer it (a command calling the API could not either);
+// the page opened at the address `cmdr serve` prints (`#answer-key=…`) answers it, which
+// resumes the command, ending SUCCEEDED with the answer.
 
 import { scenario, assert, assertEqual, T } from './lib.mjs';
 
 scenario('user-input', async ({ newPage, shot, api }) => {
-  const page = await newPage();
+  const stranger = await newPage();
+  const page = await newPage({ url: `${process.argv[2]}#answer-key=${process.env.CMDR_ANSWER_KEY}` });
   await page.waitForSelector(T('empty-state'));
 
   // The command waits for its answer; its result stream stays open meanwhile.
@@ -21,6 +24,10 @@ scenario('user-input', async ({ newPage, shot, api }) => {
   }).then((r) => r.text());
 
   const card = `${T('input-prompt')}[data-command-id="ask-colour"]`;
+  await stranger.waitForSelector(card);
+  await stranger.fill(`${card} ${T('input-value')}`, 'red');
+  await stranger.click(`${card} ${T('input-submit')}`);
+  await stranger.waitForSelector(`${card} ${T('input-status')}:text("Only the person")`);
   await page.waitForSelector(card);
   assertEqual(await page.textContent(`${card} ${T('input-question')}`), 'Which colour should the report use?', 'the question');
   assert(!(await page.isVisible(T('empty-state'))), 'the prompt replaces the empty state');

@@ -2,6 +2,15 @@
 // served under a path prefix behind a proxy.
 
 const TOKEN_KEY = 'cmdr.authToken';
+const ANSWER_KEY = 'cmdr.answerKey';
+
+// The person key (`cmdr serve` prints the UI address as `…/#answer-key=<key>`): only a
+// holder may answer REQUEST_USER_INPUT questions. Kept for this browser; the address bar
+// loses it at the next location update.
+{
+  const key = new URLSearchParams(location.hash.slice(1)).get('answer-key');
+  if (key) localStorage.setItem(ANSWER_KEY, key);
+}
 
 /** An error answered by the server (`{"error","code","message"}`) or by the network. */
 export class ApiError extends Error {
@@ -76,7 +85,9 @@ export const api = {
     if (Array.isArray(data)) return data;
     return (data && (data.inputs || data.items || data.pending)) || [];
   },
-  answerInput: (commandId, value) => json('POST', `commands/${seg(commandId)}/input`, { body: { value } }),
+  answerInput: (commandId, value) => json('POST', `commands/${seg(commandId)}/input`, {
+    body: { value, key: localStorage.getItem(ANSWER_KEY) || '' },
+  }),
 
   /**
    * `POST /agents/:agent/stream`: calls `onEvent` with every SSE `data:` object until the

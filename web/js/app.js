@@ -899,7 +899,9 @@ function inputCard(id, question) {
       submit.disabled = false;
       field.disabled = false;
       status.hidden = false;
-      status.textContent = e.message;
+      status.textContent = e instanceof ApiError && e.code === 'INPUT_FORBIDDEN'
+        ? 'Only the person at the server may answer: open the address that `cmdr serve` printed (…/#answer-key=…) in this browser, then answer again.'
+        : e.message;
     }
   });
   return card;

@@ -50,11 +50,12 @@ async fn combined(ctx: &Ctx, command: &Value) -> Result<OutputResult, String> {
 
 async fn streamed(ctx: &Ctx, case: &Case) -> Result<Vec<OutputResult>, String> {
     let mut sse = open(ctx, &case.json).await?;
+    let key = sse.input_key.clone().unwrap_or_default();
     let mut messages = Vec::new();
     while let Some(event) = sse.event().await {
         let message: OutputResult = serde_json::from_value(event).map_err(|e| e.to_string())?;
         if case.kind == Kind::Input && messages.is_empty() {
-            answer(ctx, &case.id).await?;
+            answer(ctx, &case.id, &key).await?;
         }
         messages.push(message);
     }
@@ -75,15 +76,15 @@ async fn open(ctx: &Ctx, command: &Value) -> Result<SseReader, String> {
     Ok(SseReader::new(response))
 }
 
-/// Answers the question of `id`; the prompt is streamed just before the question is
-/// registered, so "not waiting" is retried for a while.
-async fn answer(ctx: &Ctx, id: &str) -> Result<(), String> {
+/// Answers the question of `id` with its requester `key`; the prompt is streamed just
+/// before the question is registered, so "not waiting" is retried for a while.
+async fn answer(ctx: &Ctx, id: &str, key: &str) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let response = ctx
             .http
             .post(format!("{}/commands/{id}/input", ctx.api))
-            .json(&json!({"value": Case::answer(id)}))
+            .json(&json!({"value": Case::answer(id), "key": key}))
             .send()
             .await
             .map_err(|e| e.to_string())?;
