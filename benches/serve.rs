@@ -110,7 +110,7 @@ fn state(dir: &Path, llm: &FakeLlm) -> AppState {
         AgentLoop::new(Some(client), registry.clone()),
         dir.to_owned(),
     );
-    AppState::new(service, registry, inputs, None, None)
+    AppState::new(service, registry, inputs, None, None).unwrap()
 }
 
 /// `wrk` requests per second against `url`.
