@@ -86,8 +86,8 @@ mod utf8;
 pub use actor::ActorConfig;
 pub use atomic_write::{write_atomic, NEW_FILE_MODE};
 pub use bash_exec::{
-    BashExec, BashExecConfig, Sandbox, SandboxStatus, CWD_REPORT_FD, DRAIN_AFTER_EXIT, FLUSH_BYTES,
-    FLUSH_INTERVAL,
+    BashExec, BashExecConfig, Sandbox, SandboxStatus, TreeMechanism, CWD_REPORT_FD,
+    DRAIN_AFTER_EXIT, FLUSH_BYTES, FLUSH_INTERVAL, MARKER_VAR, SHELL_STARTUP_VARS,
 };
 pub use combine::combine_output_results;
 pub use command::UnknownCommandType;

@@ -9,7 +9,7 @@ use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::actor::{spawn_actor, ActorConfig, ActorHandle, Envelope, Runtime};
-use crate::bash_exec::{BashExec, BashExecConfig, Sandbox, SandboxStatus};
+use crate::bash_exec::{BashExec, BashExecConfig, Sandbox, SandboxStatus, TreeMechanism};
 use crate::confine::PathPolicy;
 use crate::decode::decode_command;
 use crate::executor::Executor;
@@ -118,6 +118,8 @@ pub struct Confinement {
     pub paths: PathPolicy,
     /// What Landlock enforces on `BASH_EXEC` writes; `None` when not asked for.
     pub landlock: Option<SandboxStatus>,
+    /// How a stopped `BASH_EXEC`'s processes are all found (`None`: no `BASH_EXEC`).
+    pub process_trees: Option<TreeMechanism>,
 }
 
 impl Registry {
@@ -148,6 +150,7 @@ impl Registry {
                 confinement: Confinement {
                     paths: paths.clone(),
                     landlock,
+                    process_trees: Some(bash.tree_mechanism()),
                 },
                 ..Inner::default()
             }),

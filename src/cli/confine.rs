@@ -44,6 +44,9 @@ impl ConfineArgs {
 
 /// Tells on stderr, signed by `who`, what is confined (nothing when nothing is asked).
 pub fn report(who: &str, confinement: &Confinement) {
+    if let Some(trees) = &confinement.process_trees {
+        tracing::info!("{who}: stopped commands' process trees are found by {trees}");
+    }
     if !confinement.paths.is_restricted() {
         return;
     }

@@ -95,6 +95,10 @@ pub struct HealthConfinement {
     /// `off`, `enforced`, `partially enforced …` or `not enforced: <why>` (Landlock on
     /// `BASH_EXEC` writes).
     pub landlock: String,
+    /// How a stopped command's processes are all found: `cgroup v2 (<dir>)` or
+    /// `process group + environment marker …`; `off` when commands run elsewhere (NATS).
+    #[serde(rename = "processTrees")]
+    pub process_trees: String,
 }
 
 impl AppState {
@@ -196,6 +200,10 @@ impl AppState {
                 .collect(),
             landlock: confinement
                 .landlock
+                .as_ref()
+                .map_or_else(|| "off".to_owned(), ToString::to_string),
+            process_trees: confinement
+                .process_trees
                 .as_ref()
                 .map_or_else(|| "off".to_owned(), ToString::to_string),
         }

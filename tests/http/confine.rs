@@ -67,8 +67,16 @@ async fn commands_outside_the_roots_fail_and_health_shows_the_roots() {
     assert_eq!(wrote["status"], "SUCCEEDED", "{wrote}");
     let (_, health) = server.get("/health").await;
     let root = std::fs::canonicalize(server.world.work()).unwrap();
+    let trees = server
+        .state
+        .registry
+        .confinement()
+        .process_trees
+        .clone()
+        .unwrap()
+        .to_string();
     assert_eq!(
         health["confinement"],
-        json!({"roots": [root.display().to_string()], "landlock": "off"})
+        json!({"roots": [root.display().to_string()], "landlock": "off", "processTrees": trees})
     );
 }

@@ -188,6 +188,55 @@ fn user_input_is_answered_on_the_terminal() {
     assert!(text.contains("name?"), "the prompt was shown: {text}");
 }
 
+/// The attack: a shell pushes "yes" into cmdr's terminal (`TIOCSTI`), where cmdr reads the
+/// answer to the next question. Shells get a session of their own when cmdr has a terminal,
+/// so they have no terminal to push into; the question waits for the person (none here:
+/// it times out).
+#[test]
+fn a_shell_cannot_type_the_answer_into_cmdrs_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let inject = r#"python3 -c 'import fcntl, termios
+tty = open("/dev/tty", "rb")
+for c in b"yes\n": fcntl.ioctl(tty, termios.TIOCSTI, bytes([c]))
+print("injected")'"#;
+    let commands = [
+        serde_json::json!({"command_id": "inject", "commandType": "BASH_EXEC", "command": inject}),
+        serde_json::json!({"command_id": "approve", "commandType": "REQUEST_USER_INPUT",
+            "prompt": "Deploy?", "timeout_ms": 2000}),
+    ];
+    let file = dir.path().join("commands.jsonl");
+    let lines: Vec<String> = commands.iter().map(|c| c.to_string()).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("cmdr");
+    let mut child = Process::new("script")
+        .args([
+            "-qec",
+            &format!("{} exec --combine {}", bin.display(), file.display()),
+            "/dev/null",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The person types nothing, but the terminal stays open until cmdr is done.
+    let _keyboard = child.stdin.take();
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    child.wait().unwrap();
+    let text = stdout.replace('\r', "");
+    let results: Vec<OutputResult> = text
+        .lines()
+        .filter_map(|l| l.find("{\"command_id\"").map(|i| &l[i..]))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_id = by_id(&results);
+    let inject = &by_id["inject"][0];
+    assert!(!inject.result_data.contains("injected"), "{inject:?}");
+    let approve = &by_id["approve"][0];
+    assert_ne!(approve.result_data, "yes", "the shell answered: {text}");
+    assert_eq!(approve.error_code.as_deref(), Some("TIMEOUT"), "{text}");
+}
+
 #[test]
 fn every_subcommand_has_help() {
     cmdr().arg("--help").assert().success();

@@ -8,6 +8,7 @@ mod file_read;
 mod file_write;
 mod list_directory;
 mod patch_file;
+mod process_tree;
 mod protocol;
 mod runtime;
 mod user_input;

@@ -14,9 +14,11 @@
 //! - Background processes left running by a script that exits normally keep running; the
 //!   result does not wait for them beyond [`pump::DRAIN_AFTER_EXIT`].
 
+mod env;
 mod process;
 mod pump;
 mod sandbox;
+mod tree;
 
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -29,9 +31,10 @@ use crate::executor::{ExecContext, ExecFuture, Executor};
 use crate::outcome::{human_duration, Outcome};
 use crate::protocol::{BashExecCommand, Command};
 
-pub use process::CWD_REPORT_FD;
+pub use process::{CWD_REPORT_FD, SHELL_STARTUP_VARS};
 pub use pump::{DRAIN_AFTER_EXIT, FLUSH_BYTES, FLUSH_INTERVAL};
 pub use sandbox::{Sandbox, SandboxStatus};
+pub use tree::{TreeMechanism, MARKER_VAR};
 
 /// Settings of the `BASH_EXEC` executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +49,9 @@ pub struct BashExecConfig {
     pub default_working_dir: Option<PathBuf>,
     /// Variables set for every shell, before (so below) the command's own `env`.
     pub env: Vec<(String, String)>,
+    /// Track each command's processes in a cgroup of its own where cmdr can make one
+    /// (default); `false`: the environment marker only (see [`TreeMechanism`]).
+    pub cgroups: bool,
 }
 
 impl Default for BashExecConfig {
@@ -56,6 +62,7 @@ impl Default for BashExecConfig {
             kill_grace: Duration::from_secs(2),
             default_working_dir: None,
             env: Vec::new(),
+            cgroups: true,
         }
     }
 }
@@ -64,6 +71,8 @@ impl Default for BashExecConfig {
 #[derive(Debug, Clone, Default)]
 pub struct BashExec {
     config: BashExecConfig,
+    /// `setsid` when cmdr has a controlling terminal (shells get none).
+    setsid: Option<PathBuf>,
     /// Where `working_dir` may point.
     paths: PathPolicy,
     /// The Landlock-restricted spawner, when writes are confined.
@@ -75,8 +84,14 @@ impl BashExec {
     pub fn new(config: BashExecConfig) -> Self {
         Self {
             config,
+            setsid: process::session_leader(),
             ..Self::default()
         }
+    }
+
+    /// How this executor finds every process of a command it stops.
+    pub fn tree_mechanism(&self) -> TreeMechanism {
+        tree::mechanism(self.config.cgroups)
     }
 
     /// Confines `working_dir` (and the default directory) to `paths`.
@@ -96,17 +111,17 @@ impl Executor for BashExec {
     fn execute(&self, command: Command, ctx: ExecContext) -> ExecFuture<'_> {
         Box::pin(async move {
             let cmd = BashExecCommand::try_from(command)?;
+            env::check(cmd.env.as_ref())?;
             let dir = self.working_dir(&cmd)?;
             let started = Instant::now();
+            let spawn = process::SpawnOptions {
+                shell: &self.config.shell,
+                env: &self.config.env,
+                cgroups: self.config.cgroups,
+                setsid: self.setsid.as_deref(),
+            };
             let sandbox = self.sandbox.as_deref();
-            let mut shell = process::Shell::spawn(
-                &self.config.shell,
-                &cmd,
-                dir.as_deref(),
-                &self.config.env,
-                sandbox,
-            )
-            .await?;
+            let mut shell = process::Shell::spawn(&spawn, &cmd, dir.as_deref(), sandbox).await?;
             let pumped = pump::pump(&mut shell, &ctx, self.config.kill_grace).await;
             let final_cwd = shell.final_cwd();
             let status = pumped?;

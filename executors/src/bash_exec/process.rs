@@ -5,7 +5,7 @@ use std::io::{ErrorKind, Read};
 use std::net::Shutdown;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use nix::sys::signal::{killpg, Signal};
@@ -13,6 +13,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, ChildStderr, ChildStdout};
 
 use super::sandbox::Sandbox;
+use super::tree::Tree;
 use crate::error::ExecError;
 use crate::protocol::BashExecCommand;
 
@@ -38,6 +39,8 @@ pub(super) struct Shell {
     pub(super) stdout: Option<ChildStdout>,
     pub(super) stderr: Option<ChildStderr>,
     pgid: Option<Pid>,
+    /// Every process of the command, also those that left the group.
+    tree: Option<Tree>,
     cwd_report: UnixStream,
     /// Set once the shell has been reaped; until then, dropping kills the group.
     pub(super) exited: bool,
@@ -47,18 +50,18 @@ impl Shell {
     /// Starts `shell -c <script>` in `dir` with the command's environment; through
     /// `sandbox` (so that the shell inherits its Landlock restriction) when given.
     pub(super) async fn spawn(
-        shell: &Path,
+        spawn: &SpawnOptions<'_>,
         cmd: &BashExecCommand,
         dir: Option<&Path>,
-        env: &[(String, String)],
         sandbox: Option<&Sandbox>,
     ) -> Result<Self, ExecError> {
         let spawn_error = |source| ExecError::Spawn {
-            program: shell.display().to_string(),
+            program: spawn.shell.display().to_string(),
             source,
         };
+        let tree = Tree::new(spawn.cgroups);
         let (report, stdin) = stdin_socket().map_err(spawn_error)?;
-        let mut command = shell_command(shell, cmd, dir, env, stdin);
+        let mut command = shell_command(spawn, cmd, dir, &tree, stdin);
         let spawned = match sandbox {
             None => command.spawn(),
             Some(sandbox) => {
@@ -71,6 +74,16 @@ impl Shell {
                     .await?
             }
         };
+        // Adopted (or not) before it may run anything: the script's first step waits for
+        // this end of its stdin to shut.
+        if let Ok(child) = &spawned {
+            if let Some(pid) = child.id() {
+                tree.adopt(pid);
+            }
+        }
+        if let Err(e) = report.shutdown(Shutdown::Write) {
+            tracing::debug!("shutting the shell's stdin: {e}");
+        }
         let mut child = spawned.map_err(spawn_error)?;
         let pgid = child
             .id()
@@ -81,17 +94,22 @@ impl Shell {
             stderr: child.stderr.take(),
             child,
             pgid,
+            tree: Some(tree),
             cwd_report: report,
             exited: false,
         })
     }
 
-    /// Sends `signal` to the shell's whole process group (children, grandchildren …).
+    /// Sends `signal` to the shell's whole tree: its process group (children,
+    /// grandchildren …) and every process that left it ([`Tree`]).
     pub(super) fn signal_group(&self, signal: Signal) {
         if let Some(pgid) = self.pgid {
             if let Err(e) = killpg(pgid, signal) {
                 tracing::debug!(%pgid, ?signal, "killpg: {e}");
             }
+        }
+        if let Some(tree) = &self.tree {
+            tree.signal(signal);
         }
     }
 
@@ -117,49 +135,110 @@ impl Drop for Shell {
         if !self.exited {
             self.signal_group(Signal::SIGKILL);
         }
+        if let Some(tree) = self.tree.take() {
+            tree.release();
+        }
     }
 }
 
-/// cmdr's end of the shell's stdin (shut for writing, non-blocking) and the shell's end.
+/// cmdr's end of the shell's stdin (non-blocking; shut for writing once the shell is
+/// spawned) and the shell's end.
 fn stdin_socket() -> std::io::Result<(UnixStream, OwnedFd)> {
     let (ours, theirs) = UnixStream::pair()?;
-    ours.shutdown(Shutdown::Write)?;
     ours.set_nonblocking(true)?;
     Ok((ours, OwnedFd::from(theirs)))
 }
 
-/// `shell -c <script>` in its own process group, with the configured `env` and then the
-/// command's own variables, stdin from `stdin`, output piped, the
-/// script prefixed (on the same line, so bash's line numbers stay the user's) with a copy
-/// of stdin on [`CWD_REPORT_FD`] and the EXIT trap that reports `$PWD` there.
+/// How shells are started: the same for every command of an executor.
+#[derive(Debug, Clone)]
+pub(super) struct SpawnOptions<'a> {
+    /// The shell.
+    pub(super) shell: &'a Path,
+    /// Variables set for every shell, before the command's own.
+    pub(super) env: &'a [(String, String)],
+    /// A cgroup per command where one can be made ([`Tree`]).
+    pub(super) cgroups: bool,
+    /// `setsid` to run the shell through, in a session of its own, when cmdr has a
+    /// controlling terminal (see [`session_leader`]).
+    pub(super) setsid: Option<&'a Path>,
+}
+
+/// Variables of cmdr's environment that would make a non-interactive bash run code or
+/// change its behaviour before the script: dropped unless the command's `env` sets them.
+pub const SHELL_STARTUP_VARS: [&str; 4] = ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS"];
+
+/// `shell --norc -c <script>` in its own process group (its own session, through
+/// `setsid`, when cmdr has a terminal), with the configured `env` and then the command's
+/// own variables, stdin from `stdin`, output piped, the script prefixed (on the same
+/// line, so bash's line numbers stay the user's) with: a wait for cmdr to adopt it into its
+/// tree (when it has a cgroup), a copy of stdin on [`CWD_REPORT_FD`] and the EXIT trap
+/// that reports `$PWD` there.
+///
+/// `--norc`: bash runs `~/.bashrc` for `-c` when its stdin is a socket and `SHLVL` is
+/// unset (as under systemd or Docker); a command must not run rc files, whatever the
+/// parent environment.
 fn shell_command(
-    shell: &Path,
+    spawn: &SpawnOptions<'_>,
     cmd: &BashExecCommand,
     dir: Option<&Path>,
-    env: &[(String, String)],
+    tree: &Tree,
     stdin: OwnedFd,
 ) -> tokio::process::Command {
     let fd = CWD_REPORT_FD;
+    let wait = if tree.adopts() { "read -r _; " } else { "" };
     let script = format!(
-        "exec {fd}>&0; trap 'printf \"\\0%s\" \"$PWD\" >&{fd}' EXIT; {}",
+        "{wait}exec {fd}>&0; trap 'printf \"\\0%s\" \"$PWD\" >&{fd}' EXIT; {}",
         cmd.command
     );
-    let mut command = tokio::process::Command::new(shell);
+    let mut command = match spawn.setsid {
+        Some(setsid) => {
+            let mut command = tokio::process::Command::new(setsid);
+            command.arg(spawn.shell);
+            command
+        }
+        None => {
+            let mut command = tokio::process::Command::new(spawn.shell);
+            command.process_group(0);
+            command
+        }
+    };
     command
+        .arg("--norc")
         .arg("-c")
         .arg(script)
         .stdin(Stdio::from(stdin))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
     if let Some(dir) = dir {
         command.current_dir(dir);
     }
+    for var in SHELL_STARTUP_VARS {
+        command.env_remove(var);
+    }
     // The configured variables first: the command's own, set after, win.
-    command.envs(env.iter().map(|(k, v)| (k, v)));
+    command.envs(spawn.env.iter().map(|(k, v)| (k, v)));
+    if let Some((key, value)) = tree.marker() {
+        command.env(key, value);
+    }
     if let Some(env) = &cmd.env {
         command.envs(env);
     }
     command
+}
+
+/// `setsid` when cmdr has a controlling terminal: a shell sharing it could push input into
+/// it (`TIOCSTI`), answering cmdr's own questions on the terminal or typing into the
+/// user's shell after cmdr exits. In a session of its own a shell has no terminal at all.
+/// `None` without a terminal (servers, CI) or without `setsid` (then a warning).
+pub(super) fn session_leader() -> Option<PathBuf> {
+    std::fs::File::open("/dev/tty").ok()?;
+    let found = ["/usr/bin/setsid", "/bin/setsid"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists());
+    if found.is_none() {
+        tracing::warn!("cmdr has a terminal but no setsid(1) was found: shells share the terminal");
+    }
+    found
 }

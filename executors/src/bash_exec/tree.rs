@@ -1,0 +1,359 @@
+//! Whole-tree kill: every process a command started, including those that left its process
+//! group (`setsid`, `daemon`, double forks), is found and killed when the command stops.
+//!
+//! Two mechanisms, chosen once per process:
+//!
+//! - **cgroup v2** (where cmdr may create cgroups: root, or a delegated subtree): each shell
+//!   is moved into a cgroup of its own under `<cmdr's cgroup>/cmdr-<pid>/` before its script
+//!   runs (the script's first step waits for cmdr to let it go, see `process::Shell`), so
+//!   every descendant is born inside it; leaving it takes write access to cgroup files,
+//!   which a confined shell lacks. A stop writes `1` to `cgroup.kill`: the kernel kills
+//!   every member at once, forks included. Empty cgroups are reused (making and removing
+//!   one per command cost a quarter of a `bash -c true`; a reused one costs one write).
+//! - **environment marker** (no writable cgroup v2: containers with a read-only
+//!   `/sys/fs/cgroup`, cgroup v1 hosts, or [`BashExecConfig::cgroups`] off): each shell
+//!   carries [`MARKER_VAR`] with a value unique to the command; a stop kills every process
+//!   whose environment holds it, in passes until none is left. A descendant that clears its
+//!   environment *and* leaves the process group escapes this one.
+//!
+//! Both come on top of the process-group signals (the floor). A script that exits normally
+//! leaves its background processes running (by design): its cgroup is reused only once
+//! empty, and a later cmdr removes the cgroups of a cmdr that is gone.
+//!
+//! [`BashExecConfig::cgroups`]: super::BashExecConfig::cgroups
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// The environment variable that marks a command's processes in the marker mechanism.
+pub const MARKER_VAR: &str = "CMDR_TREE";
+
+/// Passes of the marker scan: a process forked during one pass is found by the next.
+const MARKER_PASSES: usize = 8;
+
+/// Lingering cgroups retried at each release, at most.
+const RETRY_PER_RELEASE: usize = 8;
+
+/// Which mechanism finds a command's processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeMechanism {
+    /// A cgroup v2 per command under this directory.
+    Cgroup(PathBuf),
+    /// The [`MARKER_VAR`] environment marker (plus the process group).
+    Marker,
+}
+
+impl std::fmt::Display for TreeMechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TreeMechanism::Cgroup(base) => write!(f, "cgroup v2 ({})", base.display()),
+            TreeMechanism::Marker => {
+                write!(
+                    f,
+                    "process group + environment marker (no writable cgroup v2)"
+                )
+            }
+        }
+    }
+}
+
+/// Empty cgroups kept for reuse, at most (each holds one open file).
+const POOL_MAX: usize = 64;
+
+/// Process-wide: the cgroup base (created once), the command counter, idle cgroups ready
+/// for reuse and cgroups still holding a finished script's background processes.
+struct Shared {
+    base: Option<PathBuf>,
+    cgroups: Mutex<Cgroups>,
+}
+
+#[derive(Default)]
+struct Cgroups {
+    /// Empty, ready for the next command (making and removing a cgroup per command costs
+    /// a quarter of a `bash -c true`; reusing one costs a write).
+    idle: Vec<Cgroup>,
+    /// Not empty when their command ended; checked again at later releases.
+    lingering: Vec<Cgroup>,
+}
+
+static SHARED: OnceLock<Shared> = OnceLock::new();
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+fn shared() -> &'static Shared {
+    SHARED.get_or_init(|| {
+        let base = cgroup_base();
+        match &base {
+            Some(base) => tracing::debug!(base = %base.display(), "process trees: cgroup v2"),
+            None => tracing::debug!("process trees: no writable cgroup v2, environment marker"),
+        }
+        Shared {
+            base,
+            cgroups: Mutex::default(),
+        }
+    })
+}
+
+/// The mechanism in force: cgroups when `cgroups` is allowed and available.
+pub fn mechanism(cgroups: bool) -> TreeMechanism {
+    match (cgroups, &shared().base) {
+        (true, Some(base)) => TreeMechanism::Cgroup(base.clone()),
+        _ => TreeMechanism::Marker,
+    }
+}
+
+/// One cgroup, with its `cgroup.procs` open (read to see members, written to adopt).
+#[derive(Debug)]
+struct Cgroup {
+    dir: PathBuf,
+    procs: fs::File,
+}
+
+impl Cgroup {
+    fn create(dir: PathBuf) -> std::io::Result<Self> {
+        fs::create_dir(&dir)?;
+        let procs = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.join("cgroup.procs"));
+        match procs {
+            Ok(procs) => Ok(Self { dir, procs }),
+            Err(e) => {
+                let _ = fs::remove_dir(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    /// The pids in it.
+    fn members(&self) -> Vec<i32> {
+        let mut text = Vec::new();
+        let mut buf = [0u8; 4096];
+        let mut offset = 0;
+        while let Ok(n) = self.procs.read_at(&mut buf, offset) {
+            if n == 0 {
+                break;
+            }
+            text.extend_from_slice(&buf[..n]);
+            offset += n as u64;
+        }
+        String::from_utf8_lossy(&text)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    fn is_empty(&self) -> bool {
+        let mut buf = [0u8; 1];
+        matches!(self.procs.read_at(&mut buf, 0), Ok(0))
+    }
+
+    fn remove(self) {
+        let Cgroup { dir, procs } = self;
+        drop(procs);
+        let _ = fs::remove_dir(dir);
+    }
+}
+
+/// One command's process tree.
+#[derive(Debug)]
+pub(super) struct Tree {
+    cgroup: Option<Cgroup>,
+    marker: String,
+}
+
+impl Tree {
+    /// A new tree: its own (empty) cgroup when `cgroups` is allowed and one can be had.
+    pub(super) fn new(cgroups: bool) -> Self {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let marker = format!("{}.{n}", std::process::id());
+        let shared = shared();
+        let cgroup = match (cgroups, &shared.base) {
+            (true, Some(base)) => {
+                let reused = shared.cgroups.lock().ok().and_then(|mut c| c.idle.pop());
+                reused.or_else(|| {
+                    let dir = base.join(format!("c{n}"));
+                    Cgroup::create(dir)
+                        .map_err(|e| tracing::debug!("cannot make a cgroup: {e}"))
+                        .ok()
+                })
+            }
+            _ => None,
+        };
+        Self { cgroup, marker }
+    }
+
+    /// Whether the shell must wait to be adopted (its cgroup exists).
+    pub(super) fn adopts(&self) -> bool {
+        self.cgroup.is_some()
+    }
+
+    /// The marker variable and value for the shell's environment (marker mode only).
+    pub(super) fn marker(&self) -> Option<(&'static str, &str)> {
+        self.cgroup
+            .is_none()
+            .then_some((MARKER_VAR, self.marker.as_str()))
+    }
+
+    /// Moves the shell `pid` into the tree's cgroup.
+    pub(super) fn adopt(&self, pid: u32) {
+        if let Some(cgroup) = &self.cgroup {
+            if let Err(e) = (&cgroup.procs).write_all(pid.to_string().as_bytes()) {
+                tracing::warn!(pid, "cannot move the shell into its cgroup: {e}");
+            }
+        }
+    }
+
+    /// Sends `signal` to every process of the tree.
+    pub(super) fn signal(&self, signal: Signal) {
+        match &self.cgroup {
+            Some(cgroup) if signal == Signal::SIGKILL => {
+                if write_file(&cgroup.dir.join("cgroup.kill"), "1").is_err() {
+                    // Kernels before 5.14: one by one.
+                    signal_each(&cgroup.members(), signal);
+                }
+            }
+            Some(cgroup) => signal_each(&cgroup.members(), signal),
+            None => signal_marked(&self.marker, signal),
+        }
+    }
+
+    /// Gives the cgroup back once empty (now, or at a later release): reused, or removed
+    /// when enough are idle.
+    pub(super) fn release(self) {
+        let Ok(mut cgroups) = shared().cgroups.lock() else {
+            return;
+        };
+        let budget = cgroups.lingering.len().min(RETRY_PER_RELEASE);
+        let retry: Vec<Cgroup> = cgroups.lingering.drain(..budget).collect();
+        for cgroup in retry.into_iter().chain(self.cgroup) {
+            if !cgroup.is_empty() {
+                cgroups.lingering.push(cgroup);
+            } else if cgroups.idle.len() < POOL_MAX {
+                cgroups.idle.push(cgroup);
+            } else {
+                cgroup.remove();
+            }
+        }
+    }
+}
+
+/// `cmdr-<pid>` under this process's own cgroup v2, created (with leftovers of dead cmdrs
+/// swept), or `None` when there is no writable cgroup v2.
+fn cgroup_base() -> Option<PathBuf> {
+    let mount = cgroup2_mount()?;
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let parent = mount.join(own.trim_start_matches('/'));
+    sweep(&parent);
+    let base = parent.join(format!("cmdr-{}", std::process::id()));
+    match fs::create_dir(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(_) => return None,
+    }
+    // Usable only if a cgroup can be made inside (and it holds the kill switch).
+    let probe = base.join("probe");
+    fs::create_dir(&probe).ok()?;
+    let usable = probe.join("cgroup.procs").exists();
+    let _ = fs::remove_dir(&probe);
+    usable.then_some(base)
+}
+
+/// The cgroup v2 mount point (`/sys/fs/cgroup` preferred).
+fn cgroup2_mount() -> Option<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut mounts = info.lines().filter_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        (right.split_whitespace().next()? == "cgroup2").then(|| left.split_whitespace().nth(4))?
+    });
+    let all: Vec<&str> = mounts.by_ref().collect();
+    let pick = all
+        .iter()
+        .find(|m| **m == "/sys/fs/cgroup")
+        .or_else(|| all.first())?;
+    Some(PathBuf::from(pick))
+}
+
+/// Removes the empty cgroups of cmdr processes that are gone.
+fn sweep(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("cmdr-"))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if let Ok(children) = fs::read_dir(entry.path()) {
+            for child in children.flatten() {
+                if child.path().is_dir() {
+                    let _ = fs::remove_dir(child.path());
+                }
+            }
+        }
+        let _ = fs::remove_dir(entry.path());
+    }
+}
+
+fn signal_each(pids: &[i32], signal: Signal) {
+    for pid in pids {
+        let _ = kill(Pid::from_raw(*pid), signal);
+    }
+}
+
+/// Signals every process whose environment carries `marker`, in passes until none is found
+/// (SIGKILL) or once (other signals).
+fn signal_marked(marker: &str, signal: Signal) {
+    let needle = format!("{MARKER_VAR}={marker}");
+    let passes = if signal == Signal::SIGKILL {
+        MARKER_PASSES
+    } else {
+        1
+    };
+    for _ in 0..passes {
+        let found = marked(needle.as_bytes());
+        if found.is_empty() {
+            return;
+        }
+        signal_each(&found, signal);
+    }
+}
+
+/// The pids (not this process) whose environment holds the `needle` entry.
+fn marked(needle: &[u8]) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|entry| entry == needle))
+        })
+        .filter_map(|pid| i32::try_from(pid).ok())
+        .collect()
+}
+
+fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(text.as_bytes())
+}
