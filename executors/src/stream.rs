@@ -72,6 +72,11 @@ impl ResultStream {
         &self.command_id
     }
 
+    /// The command's type, as its results name it.
+    pub fn command_type(&self) -> &str {
+        &self.command_type
+    }
+
     /// Asks the command to stop; its terminal result will say `CANCELLED`.
     pub fn cancel(&self) {
         if let Some(stop) = &self.stop {

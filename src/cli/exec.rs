@@ -7,7 +7,7 @@ use std::time::Duration;
 use cmdr_executors::{Registry, RegistryConfig, ResultStream};
 
 use super::confine::{self, ConfineArgs};
-use super::runner::{self, RunOptions, Submitter};
+use super::runner::{self, CommandStream, RunOptions, Submitter};
 use super::EXIT_USAGE;
 use crate::tty_input::TtyInput;
 
@@ -61,5 +61,19 @@ impl Submitter for Registry {
 
     async fn interrupt(&self) {
         self.shutdown(Duration::ZERO).await;
+    }
+}
+
+impl CommandStream for ResultStream {
+    fn command_id(&self) -> String {
+        ResultStream::command_id(self).to_owned()
+    }
+
+    fn command_type(&self) -> String {
+        ResultStream::command_type(self).to_owned()
+    }
+
+    fn cancel(&self) {
+        ResultStream::cancel(self);
     }
 }

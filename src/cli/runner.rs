@@ -5,11 +5,21 @@
 //! Commands start as they are read; `--jobs N` runs up to N at once (1: in order);
 //! messages of one command are printed in order; `--combine` prints one result per
 //! command. A malformed line yields a `FAILED` result and the rest still run.
+//!
+//! **Interrupted** (SIGINT, SIGTERM): no further command is read or started; every command
+//! that had started is cancelled and still ends with its terminal line — `FAILED`
+//! `CANCELLED`, its `error` starting with `interrupted` (with `--combine`: one such line per
+//! command carrying the data received so far) — then the exit status is 130. A command
+//! whose terminal does not come within [`INTERRUPT_GRACE`] gets one made here. A second
+//! signal stops waiting at once. Commands not yet started are not run and print nothing.
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use cmdr_executors::{combine_output_results, ExecutionStatus, OutputResult};
 use futures_core::Stream;
@@ -17,6 +27,7 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncBufRead, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 use crate::json_lines::JsonLines;
@@ -24,10 +35,24 @@ use crate::json_lines::JsonLines;
 /// Lines buffered for stdout before commands wait for the terminal/pipe.
 const OUTPUT_QUEUE: usize = 256;
 
+/// How long an interrupted run waits for a cancelled command's own terminal result (a
+/// shell gets SIGTERM, then SIGKILL 2 s later).
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+
+/// The results of one started command.
+pub trait CommandStream: Stream<Item = OutputResult> + Unpin + Send + 'static {
+    /// The command's id.
+    fn command_id(&self) -> String;
+    /// The command's type, as its results name it.
+    fn command_type(&self) -> String;
+    /// Asks the command to stop; its terminal result follows.
+    fn cancel(&self);
+}
+
 /// Starts a command given as JSON text; never fails (a refusal is a one-result stream).
 pub trait Submitter: Clone + Send + Sync + 'static {
     /// The results of one command.
-    type Stream: Stream<Item = OutputResult> + Unpin + Send + 'static;
+    type Stream: CommandStream;
 
     /// Starts the command.
     fn submit(&self, json: String) -> impl Future<Output = Self::Stream> + Send;
@@ -61,10 +86,24 @@ pub async fn run<S: Submitter>(
     };
     let (lines, printer) = spawn_printer();
     let all_ok = Arc::new(AtomicBool::new(true));
-    let run = run_all(input, &submitter, &lines, &all_ok, options);
-    let interrupted = tokio::select! {
-        () = run => false,
-        () = super::shutdown_signal() => true,
+    let interrupt = CancellationToken::new();
+    let interrupted = {
+        let run = run_all(input, &submitter, &lines, &all_ok, options, &interrupt);
+        tokio::pin!(run);
+        let interrupted = tokio::select! {
+            () = &mut run => false,
+            () = super::shutdown_signal() => true,
+        };
+        if interrupted {
+            // Every started command is cancelled and prints its terminal; a second signal
+            // gives up waiting.
+            interrupt.cancel();
+            tokio::select! {
+                () = &mut run => {}
+                () = super::shutdown_signal() => {}
+            }
+        }
+        interrupted
     };
     if interrupted {
         submitter.interrupt().await;
@@ -100,13 +139,15 @@ async fn open_input(arg: Option<&str>) -> Result<Input, String> {
     }
 }
 
-/// Reads every command and runs it, `--jobs` at a time.
+/// Reads every command and runs it, `--jobs` at a time, until the input ends or
+/// `interrupt` fires; then waits for the started ones.
 async fn run_all<S: Submitter>(
     input: Input,
     submitter: &S,
     lines: &mpsc::Sender<String>,
     all_ok: &Arc<AtomicBool>,
     options: RunOptions,
+    interrupt: &CancellationToken,
 ) {
     let mut reader = match input {
         Input::Literal(text) => JsonLines::new(Box::new(std::io::Cursor::new(text.into_bytes()))
@@ -116,7 +157,12 @@ async fn run_all<S: Submitter>(
     let jobs = Arc::new(Semaphore::new(options.jobs.max(1) as usize));
     let mut running = JoinSet::new();
     loop {
-        let text = match reader.next_text().await {
+        let next = tokio::select! {
+            biased;
+            () = interrupt.cancelled() => break,
+            next = reader.next_text() => next,
+        };
+        let text = match next {
             Ok(Some(text)) => text,
             Ok(None) => break,
             Err(e) => {
@@ -125,7 +171,12 @@ async fn run_all<S: Submitter>(
                 break;
             }
         };
-        let Ok(permit) = jobs.clone().acquire_owned().await else {
+        let permit = tokio::select! {
+            biased;
+            () = interrupt.cancelled() => break,
+            permit = jobs.clone().acquire_owned() => permit,
+        };
+        let Ok(permit) = permit else {
             break;
         };
         if lines.is_closed() {
@@ -133,10 +184,15 @@ async fn run_all<S: Submitter>(
             all_ok.store(false, Ordering::Release);
             break;
         }
-        let stream = submitter.submit(text).await;
+        let stream = tokio::select! {
+            biased;
+            () = interrupt.cancelled() => break,
+            stream = submitter.submit(text) => stream,
+        };
         let (lines, all_ok, combine) = (lines.clone(), all_ok.clone(), options.combine);
+        let interrupt = interrupt.clone();
         running.spawn(async move {
-            let ok = forward(stream, &lines, combine).await;
+            let ok = forward(stream, &lines, combine, &interrupt).await;
             if !ok {
                 all_ok.store(false, Ordering::Release);
             }
@@ -148,23 +204,140 @@ async fn run_all<S: Submitter>(
 
 /// Prints a command's results; true when it succeeded.
 async fn forward(
-    mut stream: impl Stream<Item = OutputResult> + Unpin,
+    stream: impl CommandStream,
     lines: &mpsc::Sender<String>,
     combine: bool,
+    interrupt: &CancellationToken,
 ) -> bool {
-    if combine {
-        let result = combine_output_results(stream, None).await;
-        let ok = result.status == ExecutionStatus::Succeeded;
-        return print(lines, &result).await && ok;
+    let result = if combine {
+        combined(stream, interrupt).await
+    } else {
+        match each(stream, lines, interrupt).await {
+            Some(last) => last,
+            None => return false,
+        }
+    };
+    let ok = result.status == ExecutionStatus::Succeeded;
+    print(lines, &result).await && ok
+}
+
+/// The combined result. On interruption the command is cancelled and combined to its end,
+/// so the result carries all the output it produced.
+async fn combined(stream: impl CommandStream, interrupt: &CancellationToken) -> OutputResult {
+    let mut stream = Interruptible::new(stream, interrupt);
+    let mut result = combine_output_results(&mut stream, None).await;
+    if stream.interrupted() {
+        if result.command_id.is_empty() {
+            result.command_id = stream.inner.command_id();
+            result.command_type = stream.inner.command_type();
+        }
+        if result.error_code.as_deref() == Some("INCOMPLETE_STREAM") {
+            let lost = lost(&stream.inner, true);
+            (result.error, result.error_code) = (lost.error, lost.error_code);
+        }
+        mark_interrupted(&mut result);
     }
-    let mut ok = false;
-    while let Some(message) = stream.next().await {
-        ok = message.status == ExecutionStatus::Succeeded;
+    result
+}
+
+/// Prints every message but the terminal one, which it returns (`None`: stdout failed).
+async fn each(
+    stream: impl CommandStream,
+    lines: &mpsc::Sender<String>,
+    interrupt: &CancellationToken,
+) -> Option<OutputResult> {
+    let mut stream = Interruptible::new(stream, interrupt);
+    while let Some(mut message) = stream.next().await {
+        if message.status.is_terminal() {
+            if stream.interrupted() {
+                mark_interrupted(&mut message);
+            }
+            return Some(message);
+        }
         if !print(lines, &message).await {
-            return false;
+            return None;
         }
     }
-    ok
+    Some(lost(&stream.inner, stream.interrupted()))
+}
+
+/// A command's stream that cancels the command when the run is interrupted, and ends
+/// (without a terminal) if none comes within [`INTERRUPT_GRACE`] after that.
+struct Interruptible<S> {
+    inner: S,
+    interrupt: Pin<Box<WaitForCancellationFutureOwned>>,
+    give_up: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S: CommandStream> Interruptible<S> {
+    fn new(inner: S, interrupt: &CancellationToken) -> Self {
+        Self {
+            inner,
+            interrupt: Box::pin(interrupt.clone().cancelled_owned()),
+            give_up: None,
+        }
+    }
+
+    /// Whether the command was cancelled by the interruption.
+    fn interrupted(&self) -> bool {
+        self.give_up.is_some()
+    }
+}
+
+impl<S: CommandStream> Stream for Interruptible<S> {
+    type Item = OutputResult;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<OutputResult>> {
+        let this = &mut *self;
+        if this.give_up.is_none() && this.interrupt.as_mut().poll(cx).is_ready() {
+            this.inner.cancel();
+            this.give_up = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
+        }
+        if let Some(give_up) = &mut this.give_up {
+            if give_up.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+        }
+        this.inner.poll_next_unpin(cx)
+    }
+}
+
+/// The terminal of a command whose stream ended without one (or did not end in time after
+/// an interruption).
+fn lost(stream: &impl CommandStream, interrupted: bool) -> OutputResult {
+    let (error, code) = if interrupted {
+        (
+            format!(
+                "interrupted; the command did not end within {}s of being cancelled",
+                INTERRUPT_GRACE.as_secs()
+            ),
+            "CANCELLED",
+        )
+    } else {
+        (
+            "the stream ended without a terminal result".to_owned(),
+            "INCOMPLETE_STREAM",
+        )
+    };
+    OutputResult {
+        command_id: stream.command_id(),
+        command_type: stream.command_type(),
+        status: ExecutionStatus::Failed,
+        message: String::new(),
+        error,
+        result_data: String::new(),
+        error_code: Some(code.to_owned()),
+        exit_code: None,
+        final_cwd: None,
+        duration_ms: None,
+    }
+}
+
+/// Says in a failed terminal that the run was interrupted.
+fn mark_interrupted(result: &mut OutputResult) {
+    if result.status == ExecutionStatus::Failed && !result.error.starts_with("interrupted") {
+        result.error = format!("interrupted (SIGINT/SIGTERM): {}", result.error);
+    }
 }
 
 async fn print(lines: &mpsc::Sender<String>, result: &OutputResult) -> bool {

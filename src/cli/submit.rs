@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::runner::{self, RunOptions, Submitter};
+use super::runner::{self, CommandStream, RunOptions, Submitter};
 use super::{connect, EXIT_USAGE};
 use crate::nats::producer::{Producer, SubmitStream};
 use crate::tty_input::TtyInput;
@@ -68,5 +68,33 @@ impl Submitter for Producer {
         // leave before the process does.
         tokio::task::yield_now().await;
         self.flush().await;
+    }
+}
+
+impl CommandStream for SubmitStream {
+    fn command_id(&self) -> String {
+        match self {
+            SubmitStream::Remote(stream) => stream.command_id().to_owned(),
+            SubmitStream::Failed(result) => result
+                .as_ref()
+                .map(|r| r.command_id.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn command_type(&self) -> String {
+        match self {
+            SubmitStream::Remote(stream) => stream.command_type().to_owned(),
+            SubmitStream::Failed(result) => result
+                .as_ref()
+                .map(|r| r.command_type.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn cancel(&self) {
+        if let SubmitStream::Remote(stream) = self {
+            stream.cancel();
+        }
     }
 }

@@ -8,9 +8,9 @@
 //!
 //! An agent stream always ends with one `done` or `error` event: if the run's task
 //! vanished without one (a panic), the stream adds an `error` (`INTERNAL_ERROR`) itself.
-//! The stream ends only once the run's task dropped its end of the channel — after the
-//! conversation's lock was released — so a client may start its next run the moment the
-//! stream closes. Dropping the body (client gone) drops the run's guard: the run stops.
+//! A run sends its final event only after its conversation's lock was released
+//! (`PreparedRun::run`), so a client may start its next run the moment it reads `done`.
+//! Dropping the body (client gone) drops the run's guard: the run stops.
 
 use std::convert::Infallible;
 use std::time::Duration;

@@ -347,6 +347,20 @@ impl RemoteStream {
         &self.command_id
     }
 
+    /// The command's type, as its results name it.
+    pub fn command_type(&self) -> &str {
+        &self.command_type
+    }
+
+    /// Asks the worker to stop the command (in the background); its terminal result will
+    /// say `CANCELLED`.
+    pub fn cancel(&self) {
+        let (producer, id) = (self.producer.clone(), self.command_id.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { producer.cancel(&id).await });
+        }
+    }
+
     fn lost(&self, why: &str) -> OutputResult {
         self.lost_with(&ProducerError::Nats(why.to_owned()))
     }
@@ -412,12 +426,8 @@ impl Stream for RemoteStream {
 impl Drop for RemoteStream {
     fn drop(&mut self) {
         self.producer.questions.remove(&self.command_id);
-        if self.done {
-            return;
-        }
-        let (producer, id) = (self.producer.clone(), self.command_id.clone());
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { producer.cancel(&id).await });
+        if !self.done {
+            self.cancel();
         }
     }
 }

@@ -40,6 +40,9 @@ pub(super) enum Steps {
     Command(AgentCommand),
 }
 
+/// Events queued between a run and the forwarder that holds back its final event.
+const FINAL_HELD_BACK_QUEUE: usize = 64;
+
 /// A run that passed every check and holds its conversation's lock until it ends (or is
 /// dropped without running).
 pub struct PreparedRun {
@@ -85,11 +88,40 @@ impl PreparedRun {
 
     /// Runs to the end, streaming events to `events` (opened by a `conversation` event,
     /// ended by exactly one `done` or `error`), stopping promptly when `cancel` fires.
-    /// The lock is released when this returns, whatever happened. The run is marked in
-    /// the store while it lasts (`Store::begin_run`), so that a crash in the middle is
-    /// closed with a `stopped` turn when the database is next opened.
+    ///
+    /// The final event is sent only once the conversation's lock is released (and the run
+    /// unmarked), so `done` means the conversation is free: a client may send its next
+    /// message the moment it reads it, on every transport. The run is marked in the store
+    /// while it lasts (`Store::begin_run`), so that a crash in the middle is closed with a
+    /// `stopped` turn when the database is next opened.
     pub async fn run(
         mut self,
+        events: mpsc::Sender<AgentEvent>,
+        cancel: CancellationToken,
+    ) -> RunOutcome {
+        let (inner, mut inner_events) = mpsc::channel(FINAL_HELD_BACK_QUEUE);
+        let mut final_event = None;
+        let locked = self.run_locked(inner, cancel);
+        let forward = async {
+            while let Some(event) = inner_events.recv().await {
+                if event.is_final() {
+                    final_event = Some(event);
+                } else {
+                    let _ = events.send(event).await;
+                }
+            }
+        };
+        let (outcome, ()) = tokio::join!(locked, forward);
+        drop(self); // releases the lock
+        if let Some(event) = final_event {
+            let _ = events.send(event).await;
+        }
+        outcome
+    }
+
+    /// The run itself, under the lock; its final event is held back by [`Self::run`].
+    async fn run_locked(
+        &mut self,
         events: mpsc::Sender<AgentEvent>,
         cancel: CancellationToken,
     ) -> RunOutcome {

@@ -811,3 +811,55 @@ async fn shutdown_stops_streams_and_persists_them() {
     assert_eq!(turns[1]["status"], "stopped");
     assert_eq!(turns[1]["content"], "partial");
 }
+
+/// `done` means the conversation is free: a client that sends its next message the moment
+/// it reads `done` (without waiting for the stream to close) is never refused with 409.
+/// Agent commands run in between (their REST answer also means "free").
+#[tokio::test]
+async fn the_next_message_sent_on_done_is_never_refused() {
+    let llm = FakeLlm::start(vec![]).await;
+    let server = server(&llm).await;
+    server
+        .world
+        .command("helper", "three_steps", &crate::support::three_steps());
+    let mut conversation: Option<String> = None;
+    for round in 0..60 {
+        if round % 10 == 9 {
+            let id = conversation.clone().unwrap();
+            let (status, body) = server
+                .post(
+                    "/agents/helper/commands/run",
+                    json!({"commandName": "three_steps", "conversationId": id}),
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK, "round {round}: {body}");
+            continue;
+        }
+        let mut body = json!({"message": "next"});
+        if let Some(id) = &conversation {
+            body["conversationId"] = json!(id);
+        }
+        let response = server
+            .http
+            .post(server.url("/agents/helper/stream"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "round {round}: {}",
+            response.text().await.unwrap()
+        );
+        let mut events = crate::support::SseReader::new(response);
+        let first = events.event().await.unwrap();
+        conversation.get_or_insert_with(|| first["conversationId"].as_str().unwrap().to_owned());
+        let end = events
+            .until(|e| e["type"] == "done" || e["type"] == "error")
+            .await;
+        assert_eq!(end["type"], "done", "round {round}: {end}");
+        // The stream is still open here; the next request goes out at once.
+    }
+}

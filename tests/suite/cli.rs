@@ -188,6 +188,65 @@ fn user_input_is_answered_on_the_terminal() {
     assert!(text.contains("name?"), "the prompt was shown: {text}");
 }
 
+/// After a question times out, the answer typed for the next one goes to the next one
+/// (the timed-out question's reader must not swallow it).
+#[test]
+fn after_a_timed_out_question_the_next_answer_reaches_the_next_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let commands = [
+        serde_json::json!({"command_id": "q1", "commandType": "REQUEST_USER_INPUT",
+            "prompt": "first?", "timeout_ms": 300}),
+        serde_json::json!({"command_id": "q2", "commandType": "REQUEST_USER_INPUT",
+            "prompt": "second?", "timeout_ms": 20000}),
+    ];
+    let file = dir.path().join("commands.jsonl");
+    let lines: Vec<String> = commands.iter().map(|c| c.to_string()).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("cmdr");
+    let mut child = Process::new("script")
+        .args([
+            "-qec",
+            &format!("{} exec --combine {}", bin.display(), file.display()),
+            "/dev/null",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut keyboard = child.stdin.take().unwrap();
+    let mut screen = child.stdout.take().unwrap();
+    // Type the answer once the second question is on the screen.
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("second?") {
+        let n = std::io::Read::read(&mut screen, &mut buf).unwrap();
+        assert!(
+            n > 0,
+            "cmdr ended before asking: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    keyboard.write_all(b"Ada\n").unwrap();
+    std::io::Read::read_to_end(&mut screen, &mut seen).unwrap();
+    child.wait().unwrap();
+    let text = String::from_utf8_lossy(&seen).replace('\r', "");
+    let results: Vec<OutputResult> = text
+        .lines()
+        .filter_map(|l| l.find("{\"command_id\"").map(|i| &l[i..]))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_id = by_id(&results);
+    assert_eq!(
+        by_id["q1"][0].error_code.as_deref(),
+        Some("TIMEOUT"),
+        "{text}"
+    );
+    let q2 = &by_id["q2"][0];
+    assert_eq!(q2.status, ExecutionStatus::Succeeded, "{text}");
+    assert_eq!(q2.result_data, "Ada");
+}
+
 /// The attack: a shell pushes "yes" into cmdr's terminal (`TIOCSTI`), where cmdr reads the
 /// answer to the next question. Shells get a session of their own when cmdr has a terminal,
 /// so they have no terminal to push into; the question waits for the person (none here:

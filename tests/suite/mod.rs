@@ -6,6 +6,7 @@ mod combine;
 mod confine;
 mod file_read;
 mod file_write;
+mod interrupt;
 mod list_directory;
 mod patch_file;
 mod process_tree;
