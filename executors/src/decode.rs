@@ -22,6 +22,9 @@ pub enum DecodeError {
     /// The text is not valid JSON.
     #[error("malformed JSON: {0}")]
     Malformed(String),
+    /// The bytes are not UTF-8 (JSON text must be).
+    #[error("malformed JSON: not valid UTF-8 ({0})")]
+    NotUtf8(String),
     /// The JSON is valid but not an object.
     #[error("a command must be a JSON object")]
     NotAnObject,
@@ -40,7 +43,9 @@ impl DecodeError {
     /// The stable code, as sent in `errorCode`.
     pub fn code(&self) -> &'static str {
         match self {
-            DecodeError::Malformed(_) | DecodeError::NotAnObject => "MALFORMED_JSON",
+            DecodeError::Malformed(_) | DecodeError::NotUtf8(_) | DecodeError::NotAnObject => {
+                "MALFORMED_JSON"
+            }
             DecodeError::MissingType | DecodeError::UnknownType(_) => "UNKNOWN_COMMAND_TYPE",
             DecodeError::InvalidField(_) => "INVALID_COMMAND",
         }
@@ -60,10 +65,30 @@ pub struct DecodeFailure {
 }
 
 impl DecodeFailure {
-    /// The `FAILED` result that answers this input on a result stream.
+    /// Input that is not UTF-8: `lossy` is it with the invalid bytes replaced (to salvage
+    /// an id and type), `detail` says where it broke.
+    pub fn not_utf8(lossy: &str, detail: impl Into<String>) -> Self {
+        Self {
+            command_id: salvage("command_id", lossy.as_bytes()),
+            command_type: salvage("commandType", lossy.as_bytes()),
+            error: DecodeError::NotUtf8(detail.into()),
+        }
+    }
+
+    /// The `FAILED` result that answers this input on a result stream. A result always
+    /// names a command: when no `command_id` could be read, it gets a generated one (a
+    /// UUID v4), like a valid command without one.
     pub fn to_result(&self) -> OutputResult {
+        let generated;
+        let id = match self.command_id.as_deref() {
+            Some(id) if !id.trim().is_empty() => id,
+            _ => {
+                generated = uuid::Uuid::new_v4().to_string();
+                &generated
+            }
+        };
         rejected_result(
-            self.command_id.as_deref().unwrap_or_default(),
+            id,
             self.command_type.as_deref().unwrap_or_default(),
             self.error.to_string(),
             self.error.code(),

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use cmdr_executors::{combine_output_results, ExecutionStatus, OutputResult};
+use cmdr_executors::{combine_output_results, DecodeFailure, ExecutionStatus, OutputResult};
 use futures_core::Stream;
 use futures_util::StreamExt;
 use tokio::io::{AsyncBufRead, AsyncWriteExt, BufReader};
@@ -30,7 +30,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
-use crate::json_lines::JsonLines;
+use crate::json_lines::{JsonLines, Piece};
 
 /// Lines buffered for stdout before commands wait for the terminal/pipe.
 const OUTPUT_QUEUE: usize = 256;
@@ -160,10 +160,19 @@ async fn run_all<S: Submitter>(
         let next = tokio::select! {
             biased;
             () = interrupt.cancelled() => break,
-            next = reader.next_text() => next,
+            next = reader.next_piece() => next,
         };
         let text = match next {
-            Ok(Some(text)) => text,
+            Ok(Some(Piece::Json(text))) => text,
+            Ok(Some(Piece::NotUtf8 { line, lossy, error })) => {
+                let detail = format!("line {line}: {error}");
+                let failure = DecodeFailure::not_utf8(&lossy, detail);
+                all_ok.store(false, Ordering::Release);
+                if !print(lines, &failure.to_result()).await {
+                    break;
+                }
+                continue;
+            }
             Ok(None) => break,
             Err(e) => {
                 eprintln!("cmdr exec: reading commands: {e}");

@@ -75,6 +75,56 @@ fn a_malformed_line_fails_alone_and_the_rest_run() {
     super::assert_failed(super::terminal(&results["bad-2"]), "UNKNOWN_COMMAND_TYPE");
 }
 
+/// A line of invalid UTF-8 fails alone (its id salvaged), a malformed line without a
+/// readable id gets a generated one, and every other command still runs.
+#[test]
+fn a_line_of_invalid_utf8_or_without_an_id_fails_alone_under_an_id() {
+    let mut input = Vec::new();
+    input.extend_from_slice(
+        b"{\"command_id\":\"ok-1\",\"commandType\":\"BASH_EXEC\",\"command\":\"echo one\"}\n",
+    );
+    input.extend_from_slice(b"{\"command_id\":\"bin\",\"commandType\":\"FILE_WRITE\",\"file_path\":\"/tmp/x\",\"content\":\"\xff\xfe\"}\n");
+    input.extend_from_slice(b"\xc3\x28 no id at all\n");
+    input.extend_from_slice(b"not json either\n");
+    input.extend_from_slice(
+        b"{\"command_id\":\"ok-2\",\"commandType\":\"BASH_EXEC\",\"command\":\"echo two\"}\n",
+    );
+    let out = cmdr()
+        .args(["exec", "-"])
+        .write_stdin(input)
+        .assert()
+        .code(1);
+    let results = results(&out.get_output().stdout);
+    let by_id = by_id(&results);
+    for id in ["ok-1", "ok-2"] {
+        assert_eq!(
+            super::terminal(&by_id[id]).status,
+            ExecutionStatus::Succeeded
+        );
+    }
+    let bin = super::terminal(&by_id["bin"]);
+    super::assert_failed(bin, "MALFORMED_JSON");
+    assert!(
+        bin.error.contains("UTF-8") && bin.error.contains("line 2"),
+        "{bin:?}"
+    );
+    assert_eq!(bin.command_type, "FILE_WRITE");
+    let anonymous: Vec<&OutputResult> = results
+        .iter()
+        .filter(|r| !["ok-1", "ok-2", "bin"].contains(&r.command_id.as_str()))
+        .collect();
+    assert_eq!(anonymous.len(), 2, "{results:#?}");
+    for result in anonymous {
+        super::assert_failed(result, "MALFORMED_JSON");
+        assert_eq!(result.command_id.len(), 36, "a generated UUID: {result:?}");
+    }
+    assert_eq!(
+        by_id.len(),
+        5,
+        "every input line is answered under its own id"
+    );
+}
+
 #[test]
 fn stdin_accepts_pretty_printed_objects_and_combine_prints_one_result_each() {
     let input = "{\n  \"command_id\": \"p1\",\n  \"commandType\": \"BASH_EXEC\",\n  \"command\": \"echo a; echo b\"\n}\n{\"command_id\":\"p2\",\"commandType\":\"BASH_EXEC\",\"command\":\"echo c\"}\n";
