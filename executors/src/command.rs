@@ -108,7 +108,10 @@ impl Command {
         match self {
             Command::BashExec(c) => c.timeout_ms.map(Duration::from_millis),
             Command::RequestUserInput(c) => c.timeout_ms.map(Duration::from_millis),
-            _ => None,
+            Command::FileRead(c) => c.timeout_ms.map(Duration::from_millis),
+            Command::FileWrite(c) => c.timeout_ms.map(Duration::from_millis),
+            Command::PatchFile(c) => c.timeout_ms.map(Duration::from_millis),
+            Command::ListDirectory(c) => c.timeout_ms.map(Duration::from_millis),
         }
     }
 }

@@ -9,15 +9,19 @@
 //! directories `create_dirs` makes) are taken as they are written, since nothing can
 //! redirect them until they are created.
 //!
-//! The check is made when the command starts. It stops paths named in commands and
-//! symlinks that exist at that moment; a process racing to swap a directory for a link
-//! between the check and the use is not stopped by it (Landlock, for `BASH_EXEC`, is the
-//! kernel-enforced layer: see `bash_exec::sandbox`).
+//! The check names what is wrong in a clear message, but it is not what enforces the rule:
+//! file commands then open the resolved path *relative to a handle on the root*, through
+//! `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`, so the
+//! kernel refuses any path that leaves the root, follows a link (one swapped in after the
+//! check, or a `/proc/<pid>/cwd` magic link) or climbs out with `..` (see `files`).
+//! Landlock, for `BASH_EXEC`, is the kernel-enforced layer for shells: see
+//! `bash_exec::sandbox`.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -26,10 +30,34 @@ const MAX_SYMLINKS: usize = 40;
 
 /// Which paths commands may use: everything (the default), or only paths beneath a set of
 /// allowed roots. Cheap to clone.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct PathPolicy {
     /// Canonical roots; `None`: no restriction.
     roots: Option<Arc<[PathBuf]>>,
+    /// A handle on each root (same order), opened once: paths are opened relative to it.
+    handles: Arc<[OwnedFd]>,
+}
+
+impl PartialEq for PathPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        self.roots == other.roots
+    }
+}
+
+impl Eq for PathPolicy {}
+
+/// Where a path allowed by a [`PathPolicy`] lies.
+#[derive(Debug)]
+pub(crate) enum Located<'a> {
+    /// Anywhere (no restriction): the path as given.
+    Free(PathBuf),
+    /// Beneath a root: its handle, the path relative to it (symlinks resolved; empty for
+    /// the root itself) and the whole resolved path (for messages).
+    Beneath {
+        root: &'a OwnedFd,
+        relative: PathBuf,
+        resolved: PathBuf,
+    },
 }
 
 /// Why a root could not be allowed.
@@ -113,8 +141,18 @@ impl PathPolicy {
         if canonical.is_empty() {
             return Ok(Self::unrestricted());
         }
+        let handles = canonical
+            .iter()
+            .map(|root| {
+                crate::files::open_root(root).map_err(|source| RootError::Unresolvable {
+                    root: root.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             roots: Some(canonical.into()),
+            handles: handles.into(),
         })
     }
 
@@ -132,8 +170,14 @@ impl PathPolicy {
     /// names it in the denial (`file_path`, `working_dir` …).
     /// Blocking: touches the file system (`lstat`, `readlink`) when restricted.
     pub fn check(&self, path: &Path, role: &'static str) -> Result<(), Denied> {
+        self.locate(path, role).map(|_| ())
+    }
+
+    /// Like [`PathPolicy::check`], and says where the path lies: the root's handle and the
+    /// path relative to it, for opening it there.
+    pub(crate) fn locate(&self, path: &Path, role: &'static str) -> Result<Located<'_>, Denied> {
         let Some(roots) = &self.roots else {
-            return Ok(());
+            return Ok(Located::Free(path.to_path_buf()));
         };
         let denied = |resolved| Denied {
             role,
@@ -141,10 +185,60 @@ impl PathPolicy {
             resolved,
             roots: roots.clone(),
         };
-        match resolve(path) {
-            Ok(real) if roots.iter().any(|root| real.starts_with(root)) => Ok(()),
-            Ok(real) => Err(denied(Ok(real))),
-            Err(e) => Err(denied(Err(e.to_string()))),
+        let real = resolve(path).map_err(|e| denied(Err(e.to_string())))?;
+        let beneath = roots
+            .iter()
+            .zip(self.handles.iter())
+            .find_map(|(root, handle)| {
+                real.strip_prefix(root)
+                    .ok()
+                    .map(|relative| (handle, relative.to_path_buf()))
+            });
+        match beneath {
+            Some((root, relative)) => Ok(Located::Beneath {
+                root,
+                relative,
+                resolved: real,
+            }),
+            None => Err(denied(Ok(real))),
+        }
+    }
+
+    /// Where `path` lies, without resolving symlinks: when it is absolute, free of `..` and
+    /// lexically beneath a root. Opening it beneath the root with `RESOLVE_NO_SYMLINKS`
+    /// then either reaches exactly what [`PathPolicy::locate`] would (no link on the way)
+    /// or fails with `ELOOP`, after which the caller uses [`PathPolicy::locate`]. `None`:
+    /// unrestricted, or not that simple.
+    pub(crate) fn locate_lexically(&self, path: &Path) -> Option<Located<'_>> {
+        let roots = self.roots.as_ref()?;
+        let simple = path.is_absolute()
+            && path
+                .components()
+                .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+        if !simple {
+            return None;
+        }
+        roots
+            .iter()
+            .zip(self.handles.iter())
+            .find_map(|(root, handle)| {
+                let relative = path.strip_prefix(root).ok()?;
+                Some(Located::Beneath {
+                    root: handle,
+                    relative: relative.to_path_buf(),
+                    resolved: path.to_path_buf(),
+                })
+            })
+    }
+
+    /// The denial of `path` when the kernel refused to open it beneath its root (a link or
+    /// `..` swapped in after the check): `why` says what the kernel saw.
+    pub(crate) fn refused(&self, path: &Path, role: &'static str, why: &str) -> Denied {
+        Denied {
+            role,
+            path: path.to_path_buf(),
+            resolved: Err(why.to_owned()),
+            roots: self.roots.clone().unwrap_or_else(|| Arc::from(Vec::new())),
         }
     }
 }

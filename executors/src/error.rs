@@ -35,6 +35,26 @@ pub enum ExecError {
     /// The path is outside the allowed roots (`--allow-root`).
     #[error("{0}")]
     PathNotAllowed(#[from] crate::confine::Denied),
+    /// The path names something that is not a regular file (a directory, FIFO, socket,
+    /// device): file commands read and write regular files only.
+    #[error("{}: {kind}, not a regular file{hint}", .path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is (`a directory`, `a FIFO (named pipe)` …).
+        kind: &'static str,
+        /// What to use instead, if anything (`; use LIST_DIRECTORY`).
+        hint: &'static str,
+    },
+    /// The file was changed by someone else while the command was changing it; nothing
+    /// was written.
+    #[error("{}: changed by another process while this command was changing it ({detail}); nothing was written", .path.display())]
+    Conflict {
+        /// The file.
+        path: PathBuf,
+        /// What changed.
+        detail: String,
+    },
     /// A file is not UTF-8 text.
     #[error("{}: not a UTF-8 text file ({size} bytes); binary content is not returned", .path.display())]
     NotText {
@@ -96,6 +116,8 @@ impl ExecError {
             ExecError::Io { .. } => "IO_ERROR",
             ExecError::PathNotAllowed(_) => "PATH_NOT_ALLOWED",
             ExecError::NotText { .. } => "NOT_TEXT",
+            ExecError::NotAFile { .. } => "NOT_A_FILE",
+            ExecError::Conflict { .. } => "CONFLICT",
             ExecError::Patch(e) => e.code(),
             ExecError::Spawn { .. } => "SPAWN_FAILED",
             ExecError::InputUnavailable(_) => "INPUT_UNAVAILABLE",

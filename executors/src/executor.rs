@@ -119,6 +119,12 @@ where
     F: FnOnce() -> Result<T, ExecError> + Send + 'static,
     T: Send + 'static,
 {
+    // Registered while its thread runs: `files::watch` tells whether it outlived us.
+    let (running, _waiting) = crate::files::watch::start();
+    let work = move || {
+        let _running = running;
+        work()
+    };
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,
         Err(e) if e.is_panic() => {

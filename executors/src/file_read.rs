@@ -4,7 +4,9 @@
 //! is several times slower), sending each chunk as a `RUNNING` message; a slow reader
 //! makes the blocking task wait (bounded memory). Chunks never split a UTF-8 character.
 //! A file that is not UTF-8 text (a NUL byte in the first chunk, or an invalid sequence
-//! anywhere) fails with `NOT_TEXT` naming its size; chunks already sent stay sent.
+//! anywhere) fails with `NOT_TEXT` naming its size; chunks already sent stay sent. Only a
+//! regular file is read (`NOT_A_FILE` for a directory, FIFO, socket or device, checked
+//! before anything is opened), opened without blocking (`files::open`).
 
 use std::fs::File;
 use std::io::Read;
@@ -16,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::confine::PathPolicy;
 use crate::error::ExecError;
 use crate::executor::{run_blocking, ExecContext, ExecFuture, Executor, OutputSink};
+use crate::files::open::{open_regular, require_path};
 use crate::outcome::{human_duration, Outcome};
 use crate::protocol::{Command, FileReadCommand};
 
@@ -42,14 +45,15 @@ impl Executor for FileRead {
     fn execute(&self, command: Command, ctx: ExecContext) -> ExecFuture<'_> {
         Box::pin(async move {
             let cmd = FileReadCommand::try_from(command)?;
+            require_path(&cmd.file_path, "file_path")?;
             let window = LineWindow::new(cmd.start_line, cmd.end_line)?;
             let started = Instant::now();
             let ExecContext { output, cancel, .. } = ctx;
             let path = cmd.file_path.clone();
             let paths = self.paths.clone();
             let bytes = run_blocking(move || {
-                paths.check(&path, "file_path")?;
-                read_file(&path, window, &output, &cancel)
+                let file = open_regular(&paths, &path, "file_path")?;
+                read_file(file, &path, window, &output, &cancel)
             })
             .await?;
             Ok(Outcome::succeeded(format!(
@@ -113,21 +117,16 @@ impl LineWindow {
     }
 }
 
-/// Reads `path` through `window`, sending chunks; returns the bytes sent.
+/// Reads the regular `file` (`path`) through `window`, sending chunks; returns the bytes
+/// sent.
 fn read_file(
+    mut file: File,
     path: &Path,
     mut window: LineWindow,
     output: &OutputSink,
     cancel: &CancellationToken,
 ) -> Result<u64, ExecError> {
-    let mut file = File::open(path).map_err(|e| ExecError::io(path, e))?;
     let meta = file.metadata().map_err(|e| ExecError::io(path, e))?;
-    if meta.is_dir() {
-        return Err(ExecError::InvalidInput(format!(
-            "{} is a directory (use LIST_DIRECTORY)",
-            path.display()
-        )));
-    }
     let not_text = || ExecError::NotText {
         path: path.to_path_buf(),
         size: meta.len(),

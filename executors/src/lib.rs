@@ -70,6 +70,7 @@ mod error;
 mod executor;
 mod file_read;
 mod file_write;
+pub mod files;
 mod inflight;
 mod input;
 mod list_directory;

@@ -7,20 +7,28 @@
 //!   [FILE] lrwxrwxrwx 2025-04-11T07:41:39Z          9 latest -> README.md
 //!   [ERROR] vanished.txt: No such file or directory (os error 2)
 //! ```
-//! Entries are `lstat`ed (a symlink is listed as itself, with its target). Times are UTC
-//! RFC 3339, so listings read the same on every machine. An entry that cannot be stat'ed
-//! becomes an `[ERROR]` line instead of failing the listing. The whole listing is built in
-//! one blocking task: an async `stat` per entry is an order of magnitude slower.
+//! The directory is shown by its absolute path (`LIST_DIRECTORY .` lists
+//! `Listing for /srv/app:`). It is opened once (under `--allow-root`, beneath its root's
+//! handle with the kernel's checks) and every entry is `lstat`ed relative to that handle
+//! (a symlink is listed as itself, with its target). Times are UTC RFC 3339, so listings
+//! read the same on every machine. An entry that cannot be stat'ed becomes an `[ERROR]`
+//! line instead of failing the listing. The whole listing is built in one blocking task:
+//! an async `stat` per entry is an order of magnitude slower.
 
+use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
-use std::fs::{self, Metadata};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::fcntl::AtFlags;
+use nix::sys::stat::{FileStat, SFlag};
 
 use crate::confine::PathPolicy;
 use crate::error::ExecError;
 use crate::executor::{run_blocking, ExecContext, ExecFuture, Executor};
+use crate::files::open::{open_directory, require_path};
 use crate::outcome::{human_duration, Outcome};
 use crate::protocol::{Command, ListDirectoryCommand};
 
@@ -41,12 +49,13 @@ impl Executor for ListDirectory {
     fn execute(&self, command: Command, _ctx: ExecContext) -> ExecFuture<'_> {
         Box::pin(async move {
             let cmd = ListDirectoryCommand::try_from(command)?;
+            require_path(&cmd.path, "path")?;
             let started = Instant::now();
             let path = cmd.path.clone();
             let paths = self.paths.clone();
             let (listing, entries) = run_blocking(move || {
-                paths.check(&cmd.path, "path")?;
-                list(&cmd.path)
+                let (dir, shown) = open_directory(&paths, &cmd.path, "path")?;
+                list(dir, &shown)
             })
             .await?;
             let message = format!(
@@ -59,81 +68,79 @@ impl Executor for ListDirectory {
     }
 }
 
-/// Builds the listing of `dir`; returns it with the number of entries.
-pub fn list(dir: &Path) -> Result<(String, usize), ExecError> {
-    let meta = fs::metadata(dir).map_err(|e| ExecError::io(dir, e))?;
-    if !meta.is_dir() {
-        return Err(ExecError::InvalidInput(format!(
-            "{} is not a directory",
-            dir.display()
-        )));
-    }
-    let reader = fs::read_dir(dir).map_err(|e| ExecError::io(dir, e))?;
-    let mut entries: Vec<(Vec<u8>, Result<Metadata, std::io::Error>)> = Vec::new();
+/// Builds the listing of the open directory `dir`, shown as `shown` (absolute); returns it
+/// with the number of entries. Every entry is `lstat`ed relative to the handle.
+fn list(dir: OwnedFd, shown: &Path) -> Result<(String, usize), ExecError> {
+    let io = |e: nix::errno::Errno| ExecError::io(shown, e.into());
+    let stats = dir.try_clone().map_err(|e| ExecError::io(shown, e))?;
+    let reader = nix::dir::Dir::from_fd(dir).map_err(io)?;
+    let mut entries: Vec<(OsString, nix::Result<FileStat>)> = Vec::new();
     for entry in reader {
-        let entry = entry.map_err(|e| ExecError::io(dir, e))?;
-        let name = entry.file_name().into_encoded_bytes();
-        entries.push((name, fs::symlink_metadata(entry.path())));
+        let entry = entry.map_err(io)?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        let stat = nix::sys::stat::fstatat(&stats, name, AtFlags::AT_SYMLINK_NOFOLLOW);
+        entries.push((name.to_os_string(), stat));
     }
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     let mut out = String::with_capacity(32 + entries.len() * 72);
-    let _ = writeln!(out, "Listing for {}:", dir.display());
-    for (name, meta) in &entries {
-        let name = String::from_utf8_lossy(name);
-        match meta {
-            Ok(meta) => entry_line(&mut out, dir, &name, meta),
+    let _ = writeln!(out, "Listing for {}:", shown.display());
+    for (name, stat) in &entries {
+        let shown_name = name.to_string_lossy();
+        match stat {
+            Ok(stat) => entry_line(&mut out, &stats, name, &shown_name, stat),
             Err(e) => {
-                let _ = writeln!(out, "  [ERROR] {name}: {e}");
+                let e = std::io::Error::from(*e);
+                let _ = writeln!(out, "  [ERROR] {shown_name}: {e}");
             }
         }
     }
     Ok((out, entries.len()))
 }
 
-fn entry_line(out: &mut String, dir: &Path, name: &str, meta: &Metadata) {
-    let kind = if meta.is_dir() { "[DIR ]" } else { "[FILE]" };
-    let modified = meta
-        .modified()
-        .map(|t| humantime::format_rfc3339_seconds(t).to_string())
+fn entry_line(out: &mut String, dir: &OwnedFd, name: &OsStr, shown: &str, stat: &FileStat) {
+    let kind = SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits());
+    let tag = if kind == SFlag::S_IFDIR {
+        "[DIR ]"
+    } else {
+        "[FILE]"
+    };
+    let modified = u64::try_from(stat.st_mtime)
+        .map(|secs| {
+            let time = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+            humantime::format_rfc3339_seconds(time).to_string()
+        })
         .unwrap_or_else(|_| "-".to_owned());
     let _ = write!(
         out,
-        "  {kind} {} {modified} {:>10} {name}",
-        mode_string(meta),
-        meta.len()
+        "  {tag} {}{} {modified} {:>10} {shown}",
+        type_char(kind),
+        permission_bits(stat.st_mode),
+        stat.st_size
     );
-    if meta.file_type().is_symlink() {
-        if let Ok(target) = fs::read_link(dir.join(name)) {
-            let _ = write!(out, " -> {}", target.display());
+    if kind == SFlag::S_IFLNK {
+        if let Ok(target) = nix::fcntl::readlinkat(dir, name) {
+            let _ = write!(out, " -> {}", Path::new(&target).display());
         }
     }
     out.push('\n');
 }
 
-/// `ls -l` style mode: type character then rwx triplets with setuid/setgid/sticky.
-pub fn mode_string(meta: &Metadata) -> String {
-    let ft = meta.file_type();
-    let kind = if ft.is_dir() {
-        'd'
-    } else if ft.is_symlink() {
-        'l'
-    } else if ft.is_fifo() {
-        'p'
-    } else if ft.is_socket() {
-        's'
-    } else if ft.is_char_device() {
-        'c'
-    } else if ft.is_block_device() {
-        'b'
-    } else {
-        '-'
-    };
-    let mut s = String::with_capacity(10);
-    s.push(kind);
-    s.push_str(&permission_bits(meta.mode()));
-    s
+fn type_char(kind: SFlag) -> char {
+    match kind {
+        SFlag::S_IFDIR => 'd',
+        SFlag::S_IFLNK => 'l',
+        SFlag::S_IFIFO => 'p',
+        SFlag::S_IFSOCK => 's',
+        SFlag::S_IFCHR => 'c',
+        SFlag::S_IFBLK => 'b',
+        _ => '-',
+    }
 }
 
+/// `ls -l` style permission bits: rwx triplets with setuid/setgid/sticky.
 fn permission_bits(mode: u32) -> String {
     let bit = |mask: u32, c: char| if mode & mask != 0 { c } else { '-' };
     let special = |exec: bool, set: bool, lower: char, upper: char| match (exec, set) {

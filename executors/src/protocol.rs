@@ -66,6 +66,9 @@ pub struct FileReadCommand {
     /// Last line to return (1-based, inclusive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_line: Option<u64>,
+    /// Deadline in milliseconds (default: the file actor's, one minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// `FILE_WRITE`: replace a file's content atomically.
@@ -84,6 +87,9 @@ pub struct FileWriteCommand {
     /// Create missing parent directories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_dirs: Option<bool>,
+    /// Deadline in milliseconds (default: the file actor's, one minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// `PATCH_FILE`: apply a unified diff to one file.
@@ -99,6 +105,9 @@ pub struct PatchFileCommand {
     pub file_path: PathBuf,
     /// The unified diff.
     pub patch: String,
+    /// Deadline in milliseconds (default: the file actor's, one minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// `LIST_DIRECTORY`: list a directory's entries, sorted by name.
@@ -112,6 +121,9 @@ pub struct ListDirectoryCommand {
     pub description: Option<String>,
     /// The directory to list.
     pub path: PathBuf,
+    /// Deadline in milliseconds (default: the file actor's, one minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// `REQUEST_USER_INPUT`: ask a person and wait for the answer.

@@ -58,6 +58,10 @@ impl SubmitError {
     }
 }
 
+/// Deadline of file commands and `LIST_DIRECTORY` without `timeout_ms`: long enough to
+/// read gigabytes, short enough that a wedged one does not wait forever.
+pub const FILE_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How the default executors are set up.
 #[derive(Clone)]
 pub struct RegistryConfig {
@@ -84,7 +88,10 @@ impl Default for RegistryConfig {
             input_broker: Arc::new(NoInputBroker),
             bash: BashExecConfig::default(),
             bash_actor: ActorConfig::default(),
-            file_actor: ActorConfig::default(),
+            file_actor: ActorConfig {
+                default_timeout: Some(FILE_DEFAULT_TIMEOUT),
+                ..ActorConfig::default()
+            },
             input_actor: ActorConfig {
                 max_concurrent: 1024,
                 ..ActorConfig::default()

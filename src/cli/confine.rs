@@ -56,7 +56,11 @@ pub fn report(who: &str, confinement: &Confinement) {
         .iter()
         .map(|r| r.display().to_string())
         .collect();
-    let mut text = format!("{who}: commands confined to {}", roots.join(", "));
+    let mut text = format!(
+        "{who}: commands confined to {}; file commands: {}",
+        roots.join(", "),
+        crate::server::file_commands(&confinement.paths)
+    );
     match &confinement.landlock {
         None => text.push_str("; BASH_EXEC writes are not confined (no --landlock)"),
         Some(SandboxStatus::Enforced) => text.push_str("; BASH_EXEC writes: Landlock enforced"),

@@ -70,7 +70,8 @@ pub struct StateConfig {
 /// What `GET /health` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Health {
-    /// `ok` while the server answers.
+    /// `ok` while the server answers; `degraded` while file operations are wedged
+    /// (see `executors`).
     pub status: &'static str,
     /// cmdr's version.
     pub version: &'static str,
@@ -85,6 +86,20 @@ pub struct Health {
     pub uptime_secs: u64,
     /// What commands may reach.
     pub confinement: HealthConfinement,
+    /// Blocking file operations still running after their command ended (a hung file
+    /// system): each holds a thread of the blocking pool.
+    pub executors: HealthExecutors,
+}
+
+/// The executors part of `GET /health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HealthExecutors {
+    /// How many file operations are wedged.
+    #[serde(rename = "wedgedFileOperations")]
+    pub wedged_file_operations: usize,
+    /// How long the oldest has run, in seconds.
+    #[serde(rename = "oldestWedgedSecs", skip_serializing_if = "Option::is_none")]
+    pub oldest_wedged_secs: Option<u64>,
 }
 
 /// The confinement part of `GET /health`.
@@ -95,6 +110,10 @@ pub struct HealthConfinement {
     /// `off`, `enforced`, `partially enforced …` or `not enforced: <why>` (Landlock on
     /// `BASH_EXEC` writes).
     pub landlock: String,
+    /// How confined file commands open paths: `off` (no roots), `kernel-checked (openat2)`
+    /// or `checked, then opened by name: <why>` (kernels without `openat2`).
+    #[serde(rename = "fileCommands")]
+    pub file_commands: String,
     /// How a stopped command's processes are all found: `cgroup v2 (<dir>)` or
     /// `process group + environment marker …`; `off` when commands run elsewhere (NATS).
     #[serde(rename = "processTrees")]
@@ -174,8 +193,9 @@ impl AppState {
                 _ => "disconnected",
             },
         };
+        let wedged = cmdr_executors::files::watch::wedged();
         Health {
-            status: "ok",
+            status: if wedged.count == 0 { "ok" } else { "degraded" },
             version: env!("CARGO_PKG_VERSION"),
             persistence,
             nats,
@@ -186,6 +206,10 @@ impl AppState {
                 .is_some(),
             uptime_secs: self.started.elapsed().as_secs(),
             confinement: self.confinement(),
+            executors: HealthExecutors {
+                wedged_file_operations: wedged.count,
+                oldest_wedged_secs: wedged.oldest.map(|d| d.as_secs()),
+            },
         }
     }
 
@@ -202,6 +226,7 @@ impl AppState {
                 .landlock
                 .as_ref()
                 .map_or_else(|| "off".to_owned(), ToString::to_string),
+            file_commands: file_commands(&confinement.paths),
             process_trees: confinement
                 .process_trees
                 .as_ref()
@@ -218,6 +243,17 @@ impl AppState {
             return false;
         };
         input_keys::constant_time_eq(given.as_bytes(), token.as_bytes())
+    }
+}
+
+/// How confined file commands open paths (see [`HealthConfinement::file_commands`]).
+pub fn file_commands(paths: &PathPolicy) -> String {
+    if !paths.is_restricted() {
+        return "off".to_owned();
+    }
+    match cmdr_executors::files::kernel_check() {
+        Ok(()) => "kernel-checked (openat2)".to_owned(),
+        Err(why) => format!("checked, then opened by name: {why}"),
     }
 }
 

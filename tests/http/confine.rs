@@ -77,6 +77,7 @@ async fn commands_outside_the_roots_fail_and_health_shows_the_roots() {
         .to_string();
     assert_eq!(
         health["confinement"],
-        json!({"roots": [root.display().to_string()], "landlock": "off", "processTrees": trees})
+        json!({"roots": [root.display().to_string()], "landlock": "off",
+            "fileCommands": "kernel-checked (openat2)", "processTrees": trees})
     );
 }

@@ -115,7 +115,8 @@ async fn missing_files_directories_and_empty_files() {
     let missing = run(&registry, read(&tmp.path().join("nope"))).await;
     assert_failed(terminal(&missing), "NOT_FOUND");
     let dir = run(&registry, read(tmp.path())).await;
-    assert_failed(terminal(&dir), "INVALID_INPUT");
+    assert_failed(terminal(&dir), "NOT_A_FILE");
+    assert!(terminal(&dir).error.contains("LIST_DIRECTORY"), "{dir:?}");
     let empty = tmp.path().join("empty");
     std::fs::write(&empty, "").unwrap();
     let messages = run(&registry, read(&empty)).await;

@@ -99,6 +99,6 @@ async fn a_directory_is_not_overwritten() {
         json!({"commandType":"FILE_WRITE","file_path":tmp.path(),"content":"x"}),
     )
     .await;
-    assert_failed(terminal(&messages), "INVALID_INPUT");
+    assert_failed(terminal(&messages), "NOT_A_FILE");
     assert!(tmp.path().is_dir());
 }
