@@ -33,6 +33,7 @@ pub fn reply_payload() -> Result<Bytes, Failure> {
         exit_code: Some(0),
         final_cwd: None,
         duration_ms: Some(1),
+        truncated_bytes: None,
     };
     Ok(serde_json::to_vec(&result)?.into())
 }

@@ -94,6 +94,7 @@ impl OutputSink {
             exit_code: None,
             final_cwd: None,
             duration_ms: None,
+            truncated_bytes: None,
         }
     }
 }

@@ -90,7 +90,7 @@ pub use bash_exec::{
     BashExec, BashExecConfig, Sandbox, SandboxStatus, TreeMechanism, CWD_REPORT_FD,
     DRAIN_AFTER_EXIT, FLUSH_BYTES, FLUSH_INTERVAL, MARKER_VAR, SHELL_STARTUP_VARS,
 };
-pub use combine::combine_output_results;
+pub use combine::{combine_output_results, combine_output_results_limited, DEFAULT_COMBINED_LIMIT};
 pub use command::UnknownCommandType;
 pub use confine::{resolve, Denied, PathPolicy, RootError};
 pub use decode::{

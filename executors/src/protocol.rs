@@ -220,4 +220,13 @@ pub struct OutputResult {
         skip_serializing_if = "Option::is_none"
     )]
     pub duration_ms: Option<u64>,
+    /// Combined results only: bytes of output left out of `resultData` (its head and tail
+    /// are kept, with an `OUTPUT_TRUNCATED` marker between) because the output was longer
+    /// than the combined-output limit. Absent when nothing was left out.
+    #[serde(
+        rename = "truncatedBytes",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub truncated_bytes: Option<u64>,
 }

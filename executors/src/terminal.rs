@@ -53,6 +53,7 @@ fn from_outcome(command_id: &str, command_type: CommandType, outcome: Outcome) -
         exit_code: outcome.exit_code,
         final_cwd: outcome.final_cwd,
         duration_ms: None,
+        truncated_bytes: None,
     }
 }
 
@@ -75,6 +76,7 @@ pub(crate) fn failed_result(command_id: &str, command_type: &str, err: &ExecErro
         exit_code: None,
         final_cwd: None,
         duration_ms: None,
+        truncated_bytes: None,
     }
 }
 
@@ -96,5 +98,6 @@ pub(crate) fn rejected_result(
         exit_code: None,
         final_cwd: None,
         duration_ms: None,
+        truncated_bytes: None,
     }
 }

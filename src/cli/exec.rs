@@ -7,6 +7,7 @@ use std::time::Duration;
 use cmdr_executors::{Registry, RegistryConfig, ResultStream};
 
 use super::confine::{self, ConfineArgs};
+use super::output_limit::OutputLimitArgs;
 use super::runner::{self, CommandStream, RunOptions, Submitter};
 use super::EXIT_USAGE;
 use crate::tty_input::TtyInput;
@@ -28,6 +29,9 @@ pub struct ExecArgs {
     /// Where commands may reach.
     #[command(flatten)]
     pub confine: ConfineArgs,
+    /// How much output a combined result keeps.
+    #[command(flatten)]
+    pub output: OutputLimitArgs,
 }
 
 /// Runs `cmdr exec`; returns the exit status.
@@ -46,6 +50,7 @@ pub async fn run(args: ExecArgs) -> u8 {
     let options = RunOptions {
         combine: args.combine,
         jobs: args.jobs,
+        max_output: args.output.limit(),
     };
     let registry = Registry::with_config(config);
     confine::report("cmdr exec", registry.confinement());

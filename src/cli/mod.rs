@@ -6,6 +6,7 @@ mod chat;
 mod chat_view;
 mod confine;
 mod exec;
+mod output_limit;
 mod runner;
 mod serve;
 mod setup;

@@ -21,7 +21,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use cmdr_executors::{combine_output_results, DecodeFailure, ExecutionStatus, OutputResult};
+use cmdr_executors::{
+    combine_output_results_limited, DecodeFailure, ExecutionStatus, OutputResult,
+};
 use futures_core::Stream;
 use futures_util::StreamExt;
 use tokio::io::{AsyncBufRead, AsyncWriteExt, BufReader};
@@ -68,6 +70,8 @@ pub struct RunOptions {
     pub combine: bool,
     /// Commands at once.
     pub jobs: u32,
+    /// Bytes a combined result keeps (`usize::MAX`: all).
+    pub max_output: usize,
 }
 
 /// Runs every command of `input` through `submitter`; returns the exit status.
@@ -198,10 +202,10 @@ async fn run_all<S: Submitter>(
             () = interrupt.cancelled() => break,
             stream = submitter.submit(text) => stream,
         };
-        let (lines, all_ok, combine) = (lines.clone(), all_ok.clone(), options.combine);
+        let (lines, all_ok) = (lines.clone(), all_ok.clone());
         let interrupt = interrupt.clone();
         running.spawn(async move {
-            let ok = forward(stream, &lines, combine, &interrupt).await;
+            let ok = forward(stream, &lines, options, &interrupt).await;
             if !ok {
                 all_ok.store(false, Ordering::Release);
             }
@@ -215,11 +219,11 @@ async fn run_all<S: Submitter>(
 async fn forward(
     stream: impl CommandStream,
     lines: &mpsc::Sender<String>,
-    combine: bool,
+    options: RunOptions,
     interrupt: &CancellationToken,
 ) -> bool {
-    let result = if combine {
-        combined(stream, interrupt).await
+    let result = if options.combine {
+        combined(stream, interrupt, options.max_output).await
     } else {
         match each(stream, lines, interrupt).await {
             Some(last) => last,
@@ -232,9 +236,13 @@ async fn forward(
 
 /// The combined result. On interruption the command is cancelled and combined to its end,
 /// so the result carries all the output it produced.
-async fn combined(stream: impl CommandStream, interrupt: &CancellationToken) -> OutputResult {
+async fn combined(
+    stream: impl CommandStream,
+    interrupt: &CancellationToken,
+    limit: usize,
+) -> OutputResult {
     let mut stream = Interruptible::new(stream, interrupt);
-    let mut result = combine_output_results(&mut stream, None).await;
+    let mut result = combine_output_results_limited(&mut stream, None, limit).await;
     if stream.interrupted() {
         if result.command_id.is_empty() {
             result.command_id = stream.inner.command_id();
@@ -339,6 +347,7 @@ fn lost(stream: &impl CommandStream, interrupted: bool) -> OutputResult {
         exit_code: None,
         final_cwd: None,
         duration_ms: None,
+        truncated_bytes: None,
     }
 }
 

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::agents::ServiceOptions;
 use super::confine::{self, ConfineArgs};
+use super::output_limit::OutputLimitArgs;
 use super::setup::llm_client;
 use super::{shutdown_signal, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::agents::AgentCatalog;
@@ -50,6 +51,9 @@ pub struct ServeArgs {
     /// Where commands may reach.
     #[command(flatten)]
     pub confine: ConfineArgs,
+    /// How much output a combined result keeps (`?combine=true`, MCP executor tools).
+    #[command(flatten)]
+    pub output: OutputLimitArgs,
 }
 
 /// Arguments of `cmdr mcp`.
@@ -67,6 +71,9 @@ pub struct McpArgs {
     /// Where commands may reach.
     #[command(flatten)]
     pub confine: ConfineArgs,
+    /// How much output a combined result keeps (`?combine=true`, MCP executor tools).
+    #[command(flatten)]
+    pub output: OutputLimitArgs,
 }
 
 fn say(text: &str) {
@@ -84,6 +91,7 @@ fn state_config(
     auth_token: Option<String>,
     working_folder: Option<PathBuf>,
     confine: &ConfineArgs,
+    output: OutputLimitArgs,
 ) -> Result<StateConfig, String> {
     let paths = confine.registry_config()?.paths;
     if nats.is_some() && paths.is_restricted() {
@@ -110,6 +118,7 @@ fn state_config(
         default_cwd: confine::default_folder(default_cwd, &paths),
         paths,
         landlock: confine.landlock,
+        combined_limit: output.limit(),
     })
 }
 
@@ -130,6 +139,7 @@ pub async fn run(args: ServeArgs) -> u8 {
         args.auth_token,
         args.working_folder,
         &args.confine,
+        args.output,
     ) {
         Ok(config) => config,
         Err(e) => {
@@ -234,6 +244,7 @@ pub async fn run_mcp(args: McpArgs) -> u8 {
         None,
         args.working_folder,
         &args.confine,
+        args.output,
     ) {
         Ok(config) => config,
         Err(e) => {

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::output_limit::OutputLimitArgs;
 use super::runner::{self, CommandStream, RunOptions, Submitter};
 use super::{connect, EXIT_USAGE};
 use crate::nats::producer::{Producer, SubmitStream};
@@ -26,6 +27,9 @@ pub struct SubmitArgs {
     /// Keep up to N commands in flight.
     #[arg(long, short = 'j', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub jobs: u32,
+    /// How much output a combined result keeps.
+    #[command(flatten)]
+    pub output: OutputLimitArgs,
 }
 
 /// Runs `cmdr submit`; returns the exit status.
@@ -52,6 +56,7 @@ pub async fn run(args: SubmitArgs) -> u8 {
     let options = RunOptions {
         combine: args.combine,
         jobs: args.jobs,
+        max_output: args.output.limit(),
     };
     runner::run(args.input.as_deref(), producer, options, "submit").await
 }

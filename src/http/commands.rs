@@ -20,7 +20,7 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use cmdr_executors::{combine_output_results, decode_command_slice};
+use cmdr_executors::{combine_output_results_limited, decode_command_slice};
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
@@ -113,7 +113,8 @@ pub async fn run(
     // can re-bind a running command's question.
     let binding = state.app().input_keys.bind(&id);
     if query.combine {
-        let combined = combine_output_results(results, None).await;
+        let limit = state.app().combined_limit;
+        let combined = combine_output_results_limited(results, None, limit).await;
         return Ok(Json(combined).into_response());
     }
     let header = binding

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use cmdr_executors::{
-    combine_output_results, BashExecCommand, Command, ExecutionStatus, FileReadCommand,
+    combine_output_results_limited, BashExecCommand, Command, ExecutionStatus, FileReadCommand,
     FileWriteCommand, ListDirectoryCommand, PatchFileCommand,
 };
 use rmcp::model::CallToolResult;
@@ -97,7 +97,10 @@ impl CmdrMcp {
         let command_type = command.command_type();
         let cancel = self.call_cancel(context);
         let result = match self.state.registry.execute(command).await {
-            Ok(stream) => combine_output_results(stream, Some(cancel.token())).await,
+            Ok(stream) => {
+                let limit = self.state.combined_limit;
+                combine_output_results_limited(stream, Some(cancel.token()), limit).await
+            }
             Err(refused) => refused.to_result(&id, command_type.as_str()),
         };
         json_result(&result, result.status == ExecutionStatus::Failed)

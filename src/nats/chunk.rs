@@ -72,6 +72,7 @@ mod tests {
             exit_code: None,
             final_cwd: None,
             duration_ms: Some(3),
+            truncated_bytes: None,
         }
     }
 

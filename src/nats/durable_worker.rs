@@ -209,5 +209,6 @@ fn gave_up(id: &str, command_type: &str, limit: i64) -> OutputResult {
         exit_code: None,
         final_cwd: None,
         duration_ms: None,
+        truncated_bytes: None,
     }
 }

@@ -214,12 +214,12 @@ impl Producer {
     pub async fn submit_json(&self, json: &str) -> SubmitStream {
         let command = match decode_command(json) {
             Ok(command) => command,
-            Err(failure) => return SubmitStream::Failed(Some(failure.to_result())),
+            Err(failure) => return SubmitStream::Failed(Some(Box::new(failure.to_result()))),
         };
         let (id, ty) = (command.command_id().to_owned(), command.command_type());
         match self.submit(command).await {
             Ok(stream) => SubmitStream::Remote(Box::new(stream)),
-            Err(e) => SubmitStream::Failed(Some(rejected(&id, ty.as_str(), &e))),
+            Err(e) => SubmitStream::Failed(Some(Box::new(rejected(&id, ty.as_str(), &e)))),
         }
     }
 
@@ -326,6 +326,7 @@ fn rejected(command_id: &str, command_type: &str, e: &ProducerError) -> OutputRe
         exit_code: None,
         final_cwd: None,
         duration_ms: None,
+        truncated_bytes: None,
     }
 }
 
@@ -457,7 +458,7 @@ pub enum SubmitStream {
     /// The command was accepted by a worker.
     Remote(Box<RemoteStream>),
     /// The command was refused; the failure, until yielded.
-    Failed(Option<OutputResult>),
+    Failed(Option<Box<OutputResult>>),
 }
 
 impl Stream for SubmitStream {
@@ -466,7 +467,7 @@ impl Stream for SubmitStream {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<OutputResult>> {
         match self.get_mut() {
             SubmitStream::Remote(stream) => stream.poll_next_unpin(cx),
-            SubmitStream::Failed(result) => Poll::Ready(result.take()),
+            SubmitStream::Failed(result) => Poll::Ready(result.take().map(|r| *r)),
         }
     }
 }

@@ -40,6 +40,10 @@ pub struct AppState {
     pub input_keys: InputKeys,
     /// When set, every route and tool requires `Authorization: Bearer <token>`.
     pub auth_token: Option<Arc<str>>,
+    /// Bytes a combined result keeps (`?combine=true`, the MCP executor tools): head and
+    /// tail, with an `OUTPUT_TRUNCATED` marker between (default
+    /// [`cmdr_executors::DEFAULT_COMBINED_LIMIT`]).
+    pub combined_limit: usize,
     /// The NATS connection commands go through (`--nats`), for `/health`.
     pub nats: Option<async_nats::Client>,
     /// Fired when the server shuts down: every run's token is a child of it (use
@@ -65,6 +69,8 @@ pub struct StateConfig {
     pub paths: PathPolicy,
     /// Confine in-process `BASH_EXEC` writes with Landlock (`--landlock`).
     pub landlock: bool,
+    /// Bytes a combined result keeps (`--max-output`; `usize::MAX`: all).
+    pub combined_limit: usize,
 }
 
 /// What `GET /health` answers.
@@ -136,6 +142,7 @@ impl AppState {
             registry,
             inputs,
             input_keys,
+            combined_limit: cmdr_executors::DEFAULT_COMBINED_LIMIT,
             auth_token: auth_token.filter(|t| !t.is_empty()).map(Arc::from),
             nats,
             shutdown: CancellationToken::new(),
@@ -176,8 +183,10 @@ impl AppState {
             AgentLoop::new(llm, registry.clone()),
             config.default_cwd,
         );
-        Self::new(service, registry, inputs, config.auth_token, nats)
-            .map_err(|e| format!("no random bytes for the answer keys: {e}"))
+        let mut state = Self::new(service, registry, inputs, config.auth_token, nats)
+            .map_err(|e| format!("no random bytes for the answer keys: {e}"))?;
+        state.combined_limit = config.combined_limit;
+        Ok(state)
     }
 
     /// The state of the parts `GET /health` reports.

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cases;
+mod combined_output;
 mod endless_output;
 #[path = "../agent/fake_llm.rs"]
 mod fake_llm;

@@ -88,6 +88,45 @@ async fn two_workers_and_a_jsonl_file_of_commands() {
     );
 }
 
+/// `cmdr submit --combine` keeps the head and tail of a long output within
+/// `--max-output`, marks the cut and counts what it left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_combine_is_bounded_by_max_output() {
+    let server = NatsServer::start();
+    let _worker = WorkerProcess::start(&server).await;
+    let url = server.url();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(assert_cmd::cargo::cargo_bin("cmdr"))
+            .args([
+                "submit",
+                "--nats",
+                &url,
+                "--combine",
+                "--max-output",
+                "1000",
+            ])
+            .arg(r#"{"command_id":"long","commandType":"BASH_EXEC","command":"seq 1 100000"}"#)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let result = &results(&out.stdout)[0];
+    let all: String = (1..=100000).map(|i| format!("{i}\n")).collect();
+    assert!(
+        result.result_data.starts_with(&all[..500]),
+        "{}",
+        &result.result_data[..80]
+    );
+    assert!(result.result_data.ends_with(&all[all.len() - 500..]));
+    assert_eq!(result.truncated_bytes, Some((all.len() - 1000) as u64));
+}
+
 #[tokio::test]
 async fn a_worker_stopped_mid_command_publishes_the_terminal_result_and_exits() {
     let server = NatsServer::start();

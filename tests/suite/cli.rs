@@ -346,6 +346,33 @@ print("injected")'"#;
     assert_eq!(approve.error_code.as_deref(), Some("TIMEOUT"), "{text}");
 }
 
+/// `cmdr exec --combine` keeps the head and tail of a long output within `--max-output`,
+/// marks the cut and counts what it left out; `--max-output 0` keeps everything.
+#[test]
+fn exec_combine_is_bounded_by_max_output() {
+    let command = r#"{"command_id":"long","commandType":"BASH_EXEC","command":"seq 1 100000"}"#;
+    let all: String = (1..=100000).map(|i| format!("{i}\n")).collect();
+    let out = cmdr()
+        .args(["exec", "--combine", "--max-output", "1000", command])
+        .assert()
+        .success();
+    let result = &results(&out.get_output().stdout)[0];
+    assert_eq!(result.status, ExecutionStatus::Succeeded);
+    assert!(result.result_data.starts_with(&all[..500]));
+    assert!(result.result_data.ends_with(&all[all.len() - 500..]));
+    assert!(result.result_data.contains("[OUTPUT_TRUNCATED: "));
+    assert_eq!(result.truncated_bytes, Some((all.len() - 1000) as u64));
+    let out = cmdr()
+        .args(["exec", "--combine", "--max-output", "0", command])
+        .assert()
+        .success();
+    let result = &results(&out.get_output().stdout)[0];
+    assert_eq!(
+        (result.result_data.len(), result.truncated_bytes),
+        (all.len(), None)
+    );
+}
+
 #[test]
 fn every_subcommand_has_help() {
     cmdr().arg("--help").assert().success();

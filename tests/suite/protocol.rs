@@ -85,6 +85,7 @@ fn results_encode_with_the_published_names_and_omit_empty_fields() {
         exit_code: None,
         final_cwd: None,
         duration_ms: None,
+        truncated_bytes: None,
     };
     assert_eq!(
         serde_json::to_value(&result).unwrap(),
