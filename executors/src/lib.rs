@@ -87,8 +87,9 @@ mod utf8;
 pub use actor::ActorConfig;
 pub use atomic_write::{write_atomic, NEW_FILE_MODE};
 pub use bash_exec::{
-    BashExec, BashExecConfig, Sandbox, SandboxStatus, TreeMechanism, CWD_REPORT_FD,
-    DRAIN_AFTER_EXIT, FLUSH_BYTES, FLUSH_INTERVAL, MARKER_VAR, SHELL_STARTUP_VARS,
+    BashExec, BashExecConfig, EnvPolicy, Inherit, Sandbox, SandboxStatus, TreeMechanism, CORE_VARS,
+    CWD_REPORT_FD, DEFAULT_EXCLUDES, DRAIN_AFTER_EXIT, FLUSH_BYTES, FLUSH_INTERVAL, MARKER_VAR,
+    NEVER_INHERITED, SHELL_STARTUP_VARS,
 };
 pub use combine::{combine_output_results, combine_output_results_limited, DEFAULT_COMBINED_LIMIT};
 pub use command::UnknownCommandType;

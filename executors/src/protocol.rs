@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -44,9 +45,14 @@ pub struct BashExecCommand {
     /// Kill the process tree after this many milliseconds (default: 5 minutes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
-    /// Extra environment variables, added to the inherited environment.
+    /// Extra environment variables, added to the environment the shell starts with (see
+    /// `EnvPolicy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<BTreeMap<String, String>>,
+    /// In-process only (never on the wire): the environment the shell starts with, in
+    /// place of the executor's (an agent's own `shell_environment_policy`).
+    #[serde(skip)]
+    pub base_env: Option<Arc<[(String, String)]>>,
 }
 
 /// `FILE_READ`: read a UTF-8 text file, whole or a 1-based inclusive line range.

@@ -60,6 +60,9 @@ pub struct RunOptions {
     pub command_timeout: Option<Duration>,
     /// Tags every message of the run as a step of an agent command.
     pub command: Option<CommandMeta>,
+    /// The environment the run's shells start with (the agent's
+    /// `shell_environment_policy` applied); the registry's when `None`.
+    pub shell_env: Option<Arc<[(String, String)]>>,
 }
 
 impl Default for RunOptions {
@@ -70,6 +73,7 @@ impl Default for RunOptions {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             command_timeout: None,
             command: None,
+            shell_env: None,
         }
     }
 }
@@ -397,6 +401,7 @@ impl Turn<'_> {
             id_prefix: self.id_prefix.clone(),
             cwd: self.session.cwd.clone(),
             timeout: self.options.command_timeout,
+            shell_env: self.options.shell_env.clone(),
         };
         let outcome = run_tool(&self.agent.registry, call, &env, self.events, self.cancel).await;
         if let Some(cwd) = &outcome.final_cwd {

@@ -2,6 +2,7 @@
 //! forwarding its live output as `tool-output` events.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cmdr_executors::{BashExecCommand, Command, ExecutionStatus, OutputResult, Registry};
@@ -85,6 +86,8 @@ pub struct ToolEnv {
     pub cwd: PathBuf,
     /// Per-command deadline; the registry's default (5 minutes) when `None`.
     pub timeout: Option<Duration>,
+    /// The environment the command's shell starts with; the registry's when `None`.
+    pub shell_env: Option<Arc<[(String, String)]>>,
 }
 
 /// Runs `call` to its end. Firing `cancel` kills the command's process tree; the
@@ -105,6 +108,7 @@ pub async fn run_tool(
             .timeout
             .map(|t| t.as_millis().try_into().unwrap_or(u64::MAX)),
         env: None,
+        base_env: env.shell_env.clone(),
     });
     let mut stream = match registry.execute(command).await {
         Ok(stream) => stream,

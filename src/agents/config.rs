@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use cmdr_executors::EnvPolicy;
 use serde::Deserialize;
 
 /// The smallest allowed `max_iterations`.
@@ -21,6 +22,14 @@ pub const MAX_MAX_ITERATIONS: u32 = 100;
 /// max_iterations = 20
 /// # Deadline of each `<shell>` command, in seconds (at least 1); default 300.
 /// command_timeout_secs = 120
+///
+/// # The environment of the agent's shells (default: the server's policy).
+/// [shell_environment_policy]
+/// inherit = "core"              # all | core | none
+/// exclude = ["AWS_*"]           # more name patterns to drop (`*` wildcards)
+/// include_only = []             # if not empty, only matching names are kept
+/// ignore_default_excludes = false   # keep *KEY*, *SECRET*, *TOKEN* … (CMDR_* never)
+/// set = { CI = "1" }
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,6 +42,10 @@ pub struct AgentConfig {
     pub max_iterations: Option<u32>,
     /// `command_timeout_secs`: the deadline of each command the agent runs, at least 1.
     pub command_timeout_secs: Option<u64>,
+    /// `[shell_environment_policy]`: how the environment of the agent's shells is built
+    /// from cmdr's (in place of the server's policy; in-process runs only — with `--nats`
+    /// the workers' policy applies).
+    pub shell_environment_policy: Option<EnvPolicy>,
 }
 
 impl AgentConfig {

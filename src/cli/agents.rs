@@ -62,6 +62,8 @@ pub struct CommandsArgs {
 }
 
 /// Subcommands of `cmdr commands`.
+// Parsed once per process: the size of the `run` variant's flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, clap::Subcommand)]
 pub enum CommandsAction {
     /// List agent commands; invalid files are shown disabled, with the reason.

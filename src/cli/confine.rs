@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use cmdr_executors::{Confinement, PathPolicy, RegistryConfig, SandboxStatus};
+use cmdr_executors::{Confinement, EnvPolicy, Inherit, PathPolicy, RegistryConfig, SandboxStatus};
 
 /// Where commands may reach.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -22,6 +22,82 @@ pub struct ConfineArgs {
     /// Landlock (reported at start-up when the kernel cannot enforce it).
     #[arg(long, env = "CMDR_LANDLOCK", requires = "allow_roots")]
     pub landlock: bool,
+    /// What environment shells get.
+    #[command(flatten)]
+    pub env: ShellEnvArgs,
+}
+
+/// `--env-*`: how the environment of shells is built from cmdr's own (see
+/// docs/security.md). Default: everything but secrets (`*KEY*`, `*SECRET*`, `*TOKEN*`,
+/// `*PASSWORD*` …) and cmdr's own `CMDR_*` variables.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ShellEnvArgs {
+    /// Which of cmdr's variables shells start from: all, core (HOME, PATH, USER, LANG …)
+    /// or none.
+    #[arg(
+        long = "env-inherit",
+        env = "CMDR_ENV_INHERIT",
+        value_name = "all|core|none"
+    )]
+    pub inherit: Option<String>,
+    /// Drop variables whose names match PATTERN (`*` wildcards, any case; repeatable).
+    #[arg(
+        long = "env-exclude",
+        env = "CMDR_ENV_EXCLUDE",
+        value_name = "PATTERN",
+        value_delimiter = ','
+    )]
+    pub exclude: Vec<String>,
+    /// Keep only variables whose names match one of these patterns (repeatable).
+    #[arg(
+        long = "env-include-only",
+        env = "CMDR_ENV_INCLUDE_ONLY",
+        value_name = "PATTERN",
+        value_delimiter = ','
+    )]
+    pub include_only: Vec<String>,
+    /// Set NAME=VALUE in every shell (repeatable).
+    #[arg(long = "env-set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    /// Keep variables that look like secrets (*KEY*, *SECRET*, *TOKEN* …); cmdr's own
+    /// CMDR_* variables are never passed on.
+    #[arg(long = "env-keep-secrets", env = "CMDR_ENV_KEEP_SECRETS")]
+    pub keep_secrets: bool,
+}
+
+impl ShellEnvArgs {
+    /// The policy these flags describe; the error names the bad flag value.
+    pub fn policy(&self) -> Result<EnvPolicy, String> {
+        let inherit = match self
+            .inherit
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            None | Some("all") => Inherit::All,
+            Some("core") => Inherit::Core,
+            Some("none") => Inherit::None,
+            Some(other) => {
+                return Err(format!("--env-inherit {other}: expected all, core or none"))
+            }
+        };
+        let mut set = std::collections::BTreeMap::new();
+        for pair in &self.set {
+            match pair.split_once('=') {
+                Some((name, value)) if !name.is_empty() && !name.contains('\0') => {
+                    set.insert(name.to_owned(), value.to_owned());
+                }
+                _ => return Err(format!("--env-set {pair}: expected NAME=VALUE")),
+            }
+        }
+        Ok(EnvPolicy {
+            inherit,
+            ignore_default_excludes: self.keep_secrets,
+            exclude: self.exclude.clone(),
+            include_only: self.include_only.clone(),
+            set,
+        })
+    }
 }
 
 impl ConfineArgs {
@@ -30,6 +106,7 @@ impl ConfineArgs {
     pub fn apply(&self, config: &mut RegistryConfig) -> Result<(), String> {
         config.paths = PathPolicy::allow_roots(&self.allow_roots).map_err(|e| e.to_string())?;
         config.landlock = self.landlock;
+        config.bash.env_policy = self.env.policy()?;
         crate::orphans::mark_shells(config);
         Ok(())
     }

@@ -119,6 +119,7 @@ fn state_config(
         paths,
         landlock: confine.landlock,
         combined_limit: output.limit(),
+        shell_env: confine.env.policy()?,
     })
 }
 

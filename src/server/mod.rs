@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cmdr_executors::{PathPolicy, PendingInputs, Registry, RegistryConfig};
+use cmdr_executors::{EnvPolicy, PathPolicy, PendingInputs, Registry, RegistryConfig};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -71,6 +71,8 @@ pub struct StateConfig {
     pub landlock: bool,
     /// Bytes a combined result keeps (`--max-output`; `usize::MAX`: all).
     pub combined_limit: usize,
+    /// How shells' environments are built (`--env-*`).
+    pub shell_env: EnvPolicy,
 }
 
 /// What `GET /health` answers.
@@ -165,7 +167,12 @@ impl AppState {
         let inputs = PendingInputs::new();
         let (registry, nats) = match &config.nats {
             None => (
-                confined_registry(&inputs, config.paths.clone(), config.landlock),
+                confined_registry(
+                    &inputs,
+                    config.paths.clone(),
+                    config.landlock,
+                    config.shell_env.clone(),
+                ),
                 None,
             ),
             Some(url) => {
@@ -268,18 +275,30 @@ pub fn file_commands(paths: &PathPolicy) -> String {
 
 /// The in-process executors, asking questions through `inputs`.
 pub fn local_registry(inputs: &PendingInputs) -> Registry {
-    confined_registry(inputs, PathPolicy::unrestricted(), false)
+    confined_registry(
+        inputs,
+        PathPolicy::unrestricted(),
+        false,
+        EnvPolicy::default(),
+    )
 }
 
 /// The in-process executors, asking questions through `inputs`, confined to `paths`
-/// (and, with `landlock`, their shells' writes too).
-pub fn confined_registry(inputs: &PendingInputs, paths: PathPolicy, landlock: bool) -> Registry {
+/// (and, with `landlock`, their shells' writes too), shells' environments built by
+/// `shell_env`.
+pub fn confined_registry(
+    inputs: &PendingInputs,
+    paths: PathPolicy,
+    landlock: bool,
+    shell_env: EnvPolicy,
+) -> Registry {
     let mut config = RegistryConfig {
         input_broker: Arc::new(inputs.clone()),
         paths,
         landlock,
         ..RegistryConfig::default()
     };
+    config.bash.env_policy = shell_env;
     crate::orphans::mark_shells(&mut config);
     Registry::with_config(config)
 }

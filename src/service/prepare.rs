@@ -174,6 +174,11 @@ fn run_options(agent: &Agent) -> RunOptions {
             .command_timeout_secs
             .map(std::time::Duration::from_secs),
         command: None,
+        shell_env: agent
+            .config
+            .shell_environment_policy
+            .as_ref()
+            .map(|policy| policy.apply_to_process().into()),
     }
 }
 

@@ -36,6 +36,7 @@ fn every_key_is_read() {
             model: Some("gemini-2.5-pro".into()),
             max_iterations: Some(25),
             command_timeout_secs: Some(90),
+            shell_environment_policy: None,
         }
     );
     assert_eq!(
@@ -101,6 +102,23 @@ fn wrong_types_and_syntax_are_agent_invalid() {
         assert_eq!(err.code(), "AGENT_INVALID", "{text}");
         assert!(err.to_string().contains("a/config.toml"), "{err}");
     }
+}
+
+#[test]
+fn a_shell_environment_policy_is_parsed_strictly() {
+    let config = AgentConfig::parse(
+        "[shell_environment_policy]\ninherit = \"core\"\nexclude = [\"AWS_*\"]\nset = { CI = \"1\" }\n",
+    )
+    .unwrap();
+    let policy = config.shell_environment_policy.unwrap();
+    assert_eq!(policy.inherit, cmdr::executors::Inherit::Core);
+    assert_eq!(policy.exclude, ["AWS_*"]);
+    assert_eq!(policy.set["CI"], "1");
+    let bad = AgentConfig::parse("[shell_environment_policy]\ninherit = \"some\"\n").unwrap_err();
+    assert!(bad.contains("line 2") && bad.contains("some"), "{bad}");
+    let unknown =
+        AgentConfig::parse("[shell_environment_policy]\ninherits = \"all\"\n").unwrap_err();
+    assert!(unknown.contains("inherits"), "{unknown}");
 }
 
 #[test]

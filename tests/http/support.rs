@@ -118,7 +118,7 @@ pub async fn start(llm: Option<&FakeLlm>, options: Options) -> Server {
         true => PathPolicy::allow_roots([world.work()]).unwrap(),
         false => PathPolicy::unrestricted(),
     };
-    let registry = confined_registry(&inputs, paths, false);
+    let registry = confined_registry(&inputs, paths, false, Default::default());
     let client = llm.map(|llm| {
         Arc::new(OpenAiClient::new(LlmConfig::new(llm.base_url(), "fake-model")).unwrap())
             as Arc<dyn LlmClient>

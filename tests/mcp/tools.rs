@@ -25,7 +25,10 @@ async fn bash_exec_returns_the_combined_result_and_a_failure_is_a_tool_error() {
     assert!(!is_error, "{answer}");
     assert_eq!(result["status"], "SUCCEEDED");
     assert_eq!(result["commandType"], "BASH_EXEC");
-    assert_eq!(result["resultData"], "hi\nhello\n");
+    // stdout and stderr are two pipes: they interleave in no fixed order.
+    let mut lines: Vec<&str> = result["resultData"].as_str().unwrap().lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["hello", "hi"]);
     assert_eq!(result["exitCode"], 0);
     assert!(result["message"]
         .as_str()

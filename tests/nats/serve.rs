@@ -22,6 +22,7 @@ async fn a_server_state_with_nats_runs_commands_on_the_worker_pool() {
             paths: cmdr_executors::PathPolicy::unrestricted(),
             landlock: false,
             combined_limit: cmdr_executors::DEFAULT_COMBINED_LIMIT,
+            shell_env: Default::default(),
         },
         None,
     )

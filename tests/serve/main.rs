@@ -58,7 +58,12 @@ fn serve_on(dir: &Path, llm: Option<&FakeLlm>, addr: &str, extra: &[&str]) -> Co
 
 /// Starts the server and reads its two announced URLs.
 async fn start(dir: &Path, llm: Option<&FakeLlm>, extra: &[&str]) -> Server {
-    let mut child = serve_command(dir, llm, extra).spawn().unwrap();
+    start_command(serve_command(dir, llm, extra)).await
+}
+
+/// Starts `command` (a `cmdr serve`) and reads its two announced URLs.
+async fn start_command(mut command: Command) -> Server {
+    let mut child = command.spawn().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut urls = Vec::new();
     while urls.len() < 2 {
@@ -222,4 +227,79 @@ async fn shutdown_stops_a_running_turn_and_persists_it() {
         (last.role, last.content.as_str(), last.status),
         (Role::Assistant, "thinking hard", TurnStatus::Stopped)
     );
+}
+
+/// The attack: a model prints the environment. cmdr's own secrets (its token, the model's
+/// API key) and the operator's (`*SECRET*`, `*TOKEN*`) never reach a shell; the rest does.
+/// An agent's `[shell_environment_policy]` builds its shells' environment instead.
+#[tokio::test]
+async fn shells_never_see_cmdrs_secrets_and_agents_choose_their_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = FakeLlm::start(vec![
+        Reply::text("<shell>env</shell>"),
+        Reply::text("Done."),
+    ])
+    .await;
+    let secrets = [
+        ("CMDR_AUTH_TOKEN", "tok-0123456789abcdef-serve"),
+        ("CMDR_LLM_API_KEY", "sk-live-model-key-42"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-secret-value-7"),
+        ("GITHUB_TOKEN", "ghp_github-token-value"),
+    ];
+    let mut command = serve_command(dir.path(), Some(&llm), &[]);
+    for (name, value) in secrets {
+        command.env(name, value);
+    }
+    command.env("MY_SETTING", "visible");
+    let server = start_command(command).await;
+    let http = client();
+    let token = secrets[0].1;
+    let env: serde_json::Value = http
+        .post(format!("{}/commands?combine=true", server.api))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"commandType": "BASH_EXEC", "command": "env"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let printed = env["resultData"].as_str().unwrap();
+    assert!(printed.contains("MY_SETTING=visible"), "{printed}");
+    for (name, value) in secrets {
+        assert!(
+            !printed.contains(value),
+            "{name} reached the shell:\n{printed}"
+        );
+    }
+
+    std::fs::write(
+        dir.path().join("agents/helper/config.toml"),
+        "[shell_environment_policy]\ninherit = \"none\"\nset = { ONLY = \"this\" }\n",
+    )
+    .unwrap();
+    let run = http
+        .post(format!("{}/agents/helper/run", server.api))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"instruction": "print the environment"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run.status(), 200);
+    let db = SqliteStore::open(&db(dir.path())).unwrap();
+    let conversations = db.conversations(None).await.unwrap();
+    let turns = db.turns(&conversations[0].id).await.unwrap();
+    let tool = turns.iter().find(|t| t.role == Role::Tool).unwrap();
+    assert!(tool.content.contains("ONLY=this"), "{}", tool.content);
+    assert!(
+        !tool.content.contains("MY_SETTING"),
+        "inherit = none: {}",
+        tool.content
+    );
+    assert!(
+        !tool.content.contains("PATH=/"),
+        "inherit = none: {}",
+        tool.content
+    );
+    assert_eq!(server.stop().await, 0);
 }

@@ -373,6 +373,45 @@ fn exec_combine_is_bounded_by_max_output() {
     );
 }
 
+/// The environment shells get from `cmdr exec`: secrets and `CMDR_*` never by default,
+/// and the `--env-*` flags build it as asked (`CMDR_*` stays out whatever they say).
+#[test]
+fn exec_builds_the_shell_environment_by_policy() {
+    let env_of = |flags: &[&str]| -> String {
+        let out = cmdr()
+            .arg("exec")
+            .args(flags)
+            .args([
+                "--combine",
+                r#"{"commandType":"BASH_EXEC","command":"env"}"#,
+            ])
+            .env("GITHUB_TOKEN", "ghp-secret")
+            .env("CMDR_LLM_API_KEY", "sk-secret")
+            .env("MY_SETTING", "visible")
+            .assert()
+            .success();
+        results(&out.get_output().stdout)[0].result_data.clone()
+    };
+    let default = env_of(&[]);
+    assert!(default.contains("MY_SETTING=visible"), "{default}");
+    assert!(
+        !default.contains("ghp-secret") && !default.contains("sk-secret"),
+        "{default}"
+    );
+    let kept = env_of(&["--env-keep-secrets"]);
+    assert!(kept.contains("GITHUB_TOKEN=ghp-secret"), "{kept}");
+    assert!(!kept.contains("sk-secret"), "CMDR_* never passes: {kept}");
+    let core = env_of(&["--env-inherit", "core", "--env-set", "ADDED=1"]);
+    assert!(core.contains("PATH=") && core.contains("ADDED=1"), "{core}");
+    assert!(!core.contains("MY_SETTING"), "{core}");
+    let excluded = env_of(&["--env-exclude", "my_*"]);
+    assert!(!excluded.contains("MY_SETTING"), "{excluded}");
+    cmdr()
+        .args(["exec", "--env-inherit", "some", "{}"])
+        .assert()
+        .code(2);
+}
+
 #[test]
 fn every_subcommand_has_help() {
     cmdr().arg("--help").assert().success();

@@ -58,6 +58,7 @@ fn bash_fields_decode_exactly() {
             working_dir: Some("/src".into()),
             timeout_ms: Some(60000),
             env: Some([("CI".to_owned(), "1".to_owned())].into()),
+            base_env: None,
         }
     );
 }

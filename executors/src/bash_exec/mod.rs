@@ -15,6 +15,7 @@
 //!   result does not wait for them beyond [`pump::DRAIN_AFTER_EXIT`].
 
 mod env;
+mod env_policy;
 mod process;
 mod pump;
 mod sandbox;
@@ -31,6 +32,7 @@ use crate::executor::{ExecContext, ExecFuture, Executor};
 use crate::outcome::{human_duration, Outcome};
 use crate::protocol::{BashExecCommand, Command};
 
+pub use env_policy::{EnvPolicy, Inherit, CORE_VARS, DEFAULT_EXCLUDES, NEVER_INHERITED};
 pub use process::{CWD_REPORT_FD, SHELL_STARTUP_VARS};
 pub use pump::{DRAIN_AFTER_EXIT, FLUSH_BYTES, FLUSH_INTERVAL};
 pub use sandbox::{Sandbox, SandboxStatus};
@@ -52,6 +54,9 @@ pub struct BashExecConfig {
     /// Track each command's processes in a cgroup of its own where cmdr can make one
     /// (default); `false`: the environment marker only (see [`TreeMechanism`]).
     pub cgroups: bool,
+    /// How the environment shells start with is built from cmdr's own (default: all of
+    /// it but secrets and cmdr's own variables; see [`EnvPolicy`]).
+    pub env_policy: EnvPolicy,
 }
 
 impl Default for BashExecConfig {
@@ -63,6 +68,7 @@ impl Default for BashExecConfig {
             default_working_dir: None,
             env: Vec::new(),
             cgroups: true,
+            env_policy: EnvPolicy::default(),
         }
     }
 }
@@ -73,6 +79,9 @@ pub struct BashExec {
     config: BashExecConfig,
     /// `setsid` when cmdr has a controlling terminal (shells get none).
     setsid: Option<PathBuf>,
+    /// The environment shells start with ([`BashExecConfig::env_policy`] applied to
+    /// cmdr's environment once, when the executor is made).
+    base_env: Arc<[(String, String)]>,
     /// Where `working_dir` may point.
     paths: PathPolicy,
     /// The Landlock-restricted spawner, when writes are confined.
@@ -83,6 +92,7 @@ impl BashExec {
     /// An executor with `config`.
     pub fn new(config: BashExecConfig) -> Self {
         Self {
+            base_env: config.env_policy.apply_to_process().into(),
             config,
             setsid: process::session_leader(),
             ..Self::default()
@@ -116,6 +126,7 @@ impl Executor for BashExec {
             let started = Instant::now();
             let spawn = process::SpawnOptions {
                 shell: &self.config.shell,
+                base_env: cmd.base_env.as_deref().unwrap_or(&self.base_env),
                 env: &self.config.env,
                 cgroups: self.config.cgroups,
                 setsid: self.setsid.as_deref(),

@@ -154,6 +154,8 @@ fn stdin_socket() -> std::io::Result<(UnixStream, OwnedFd)> {
 pub(super) struct SpawnOptions<'a> {
     /// The shell.
     pub(super) shell: &'a Path,
+    /// The environment it starts with (nothing else of cmdr's is inherited).
+    pub(super) base_env: &'a [(String, String)],
     /// Variables set for every shell, before the command's own.
     pub(super) env: &'a [(String, String)],
     /// A cgroup per command where one can be made ([`Tree`]).
@@ -213,10 +215,10 @@ fn shell_command(
     if let Some(dir) = dir {
         command.current_dir(dir);
     }
-    for var in SHELL_STARTUP_VARS {
-        command.env_remove(var);
-    }
-    // The configured variables first: the command's own, set after, win.
+    // Only what the environment policy built (never cmdr's secrets, never the variables
+    // that make bash run code first), then cmdr's own markers, then the command's `env`.
+    command.env_clear();
+    command.envs(spawn.base_env.iter().map(|(k, v)| (k, v)));
     command.envs(spawn.env.iter().map(|(k, v)| (k, v)));
     if let Some((key, value)) = tree.marker() {
         command.env(key, value);
