@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::command_file::{validate_command_json, AgentCommand, CommandItem};
 use super::config::AgentConfig;
 use super::error::AgentError;
-use super::name::{agent_name_problem, command_name_problem, is_hidden};
+use super::name::{agent_name_problem, command_name_problem, is_hidden, too_long};
 
 /// The environment variable that overrides the agents directory.
 pub const AGENTS_DIR_ENV: &str = "CMDR_AGENTS_DIR";
@@ -245,6 +245,9 @@ impl AgentCatalog {
 
     /// The folder of agent `name`, after checking the name and that the folder exists.
     fn agent_dir(&self, name: &str) -> Result<PathBuf, AgentError> {
+        if let Some(problem) = too_long(name) {
+            return Err(AgentError::AgentNameInvalid(problem));
+        }
         let not_found = || AgentError::AgentNotFound(name.to_owned());
         if agent_name_problem(name).is_some() {
             return Err(not_found());

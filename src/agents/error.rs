@@ -12,6 +12,10 @@ pub enum AgentError {
     /// agents directory (empty, a path separator, `..`, a leading `.`).
     #[error("agent `{0}` not found")]
     AgentNotFound(String),
+    /// A name too long to be any file's (over 255 bytes); the text says so without
+    /// repeating the name.
+    #[error("invalid agent name: {0}")]
+    AgentNameInvalid(&'static str),
     /// The agent exists but has no `commands/<command>.json`.
     #[error("agent `{agent}` has no command `{command}`")]
     CommandNotFound {
@@ -44,11 +48,12 @@ pub enum AgentError {
 }
 
 impl AgentError {
-    /// The stable code: `AGENT_NOT_FOUND`, `COMMAND_NOT_FOUND`, `COMMAND_INVALID`,
-    /// `AGENT_INVALID` or `IO_ERROR`.
+    /// The stable code: `AGENT_NOT_FOUND`, `AGENT_NAME_INVALID`, `COMMAND_NOT_FOUND`,
+    /// `COMMAND_INVALID`, `AGENT_INVALID` or `IO_ERROR`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::AgentNotFound(_) => "AGENT_NOT_FOUND",
+            Self::AgentNameInvalid(_) => "AGENT_NAME_INVALID",
             Self::CommandNotFound { .. } => "COMMAND_NOT_FOUND",
             Self::CommandInvalid(_) => "COMMAND_INVALID",
             Self::AgentInvalid { .. } => "AGENT_INVALID",

@@ -20,8 +20,18 @@ pub(crate) fn command_name_problem(name: &str) -> Option<&'static str> {
     })
 }
 
+/// Longest agent or command name, in bytes (a file name's limit on Linux).
+pub(crate) const MAX_NAME_BYTES: usize = 255;
+
+/// Why `name` is too long to be a name, if it is.
+pub(crate) fn too_long(name: &str) -> Option<&'static str> {
+    (name.len() > MAX_NAME_BYTES).then_some("names are at most 255 bytes")
+}
+
 fn common_problem(name: &str) -> Option<&'static str> {
-    if name.is_empty() {
+    if let Some(problem) = too_long(name) {
+        Some(problem)
+    } else if name.is_empty() {
         Some("the name is empty")
     } else if name.contains(['/', '\\']) {
         Some("names cannot contain `/` or `\\`")

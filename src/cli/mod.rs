@@ -9,6 +9,7 @@ mod exec;
 mod output_limit;
 mod runner;
 mod serve;
+mod server_limits;
 mod setup;
 mod submit;
 mod worker;

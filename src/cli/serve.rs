@@ -6,16 +6,19 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::agents::ServiceOptions;
 use super::confine::{self, ConfineArgs};
 use super::output_limit::OutputLimitArgs;
+use super::server_limits::ServerLimitsArgs;
 use super::setup::llm_client;
 use super::{shutdown_signal, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::agents::AgentCatalog;
+use crate::http::listener::{self, ListenerLimits};
+use crate::mcp::SessionLimits;
 use crate::server::{AppState, StateConfig};
 use crate::store::SqliteStore;
 
@@ -54,7 +57,13 @@ pub struct ServeArgs {
     /// How much output a combined result keeps (`?combine=true`, MCP executor tools).
     #[command(flatten)]
     pub output: OutputLimitArgs,
+    /// What clients can hold: connections, half-sent requests, MCP sessions.
+    #[command(flatten)]
+    pub limits: ServerLimitsArgs,
 }
+
+/// Shortest token accepted when listening beyond loopback.
+pub const MIN_OPEN_TOKEN_LEN: usize = 16;
 
 /// Arguments of `cmdr mcp`.
 #[derive(Debug, clap::Args)]
@@ -123,17 +132,36 @@ fn state_config(
     })
 }
 
+/// Why the token is refused, if it is: blank tokens never work; beyond loopback one is
+/// required, at least [`MIN_OPEN_TOKEN_LEN`] characters long.
+pub fn check_token(token: Option<&str>, open: bool) -> Result<(), String> {
+    match token.filter(|t| !t.is_empty()) {
+        Some(t) if t.trim().is_empty() => {
+            Err("the auth token is only whitespace: it would guard nothing".to_owned())
+        }
+        Some(t) if open && t.chars().count() < MIN_OPEN_TOKEN_LEN => Err(format!(
+            "listening beyond loopback needs an auth token of at least {MIN_OPEN_TOKEN_LEN} \
+             characters (a short one can be guessed)"
+        )),
+        Some(_) => Ok(()),
+        None if open => Err(
+            "listening beyond loopback needs --auth-token (or CMDR_AUTH_TOKEN): anyone who \
+             reaches the port could run commands on this machine"
+                .to_owned(),
+        ),
+        None => Ok(()),
+    }
+}
+
 /// Runs `cmdr serve` until SIGINT/SIGTERM.
 pub async fn run(args: ServeArgs) -> u8 {
     let open = !args.addr.ip().is_loopback() || !args.mcp_addr.ip().is_loopback();
-    let has_token = args.auth_token.as_deref().is_some_and(|t| !t.is_empty());
-    if open && !has_token {
-        complain(
-            "cmdr serve: listening beyond loopback needs --auth-token (or CMDR_AUTH_TOKEN): \
-             anyone who reaches the port could run commands on this machine",
-        );
+    if let Err(e) = check_token(args.auth_token.as_deref(), open) {
+        complain(&format!("cmdr serve: {e}"));
         return EXIT_USAGE;
     }
+    let fd_limit = listener::raise_fd_limit();
+    let limits = (args.limits.listener(fd_limit), args.limits.sessions());
     let config = match state_config(
         &args.options,
         args.nats,
@@ -164,7 +192,7 @@ pub async fn run(args: ServeArgs) -> u8 {
     };
     announce(&api, &mcp, state.input_keys.person_key());
     confine::report("cmdr serve", state.registry.confinement());
-    serve_both(state, api, mcp).await
+    serve_both(state, api, mcp, limits).await
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
@@ -190,51 +218,53 @@ fn announce(api: &TcpListener, mcp: &TcpListener, answer_key: &str) {
 
 /// Serves until a signal; then stops every run (each persists as `stopped`), lets the
 /// connections finish within [`SHUTDOWN_GRACE`], and stops the executors.
-async fn serve_both(state: AppState, api: TcpListener, mcp: TcpListener) -> u8 {
+async fn serve_both(
+    state: AppState,
+    api: TcpListener,
+    mcp: TcpListener,
+    (connection_limits, session_limits): (ListenerLimits, SessionLimits),
+) -> u8 {
     let stop = CancellationToken::new();
     let config = crate::http::HttpConfig::default();
     let tasks = config.tasks.clone();
     // The web UI's static assets are served without the token (they hold no data; every
     // API call they make goes through the guarded routes).
     let api_app = crate::http::router_with(state.clone(), config).merge(crate::web::router());
-    let mcp_app = crate::mcp::http_router(state.clone());
-    // Small SSE events must not wait for delayed ACKs (Nagle): ~40 ms per event otherwise.
-    let (api, mcp) = (api.tap_io(nodelay), mcp.tap_io(nodelay));
-    let api_server =
-        axum::serve(api, api_app).with_graceful_shutdown(stop.clone().cancelled_owned());
-    let mcp_server =
-        axum::serve(mcp, mcp_app).with_graceful_shutdown(stop.clone().cancelled_owned());
+    let mcp_app = crate::mcp::http_router_with(state.clone(), session_limits);
+    let connections = TaskTracker::new();
+    let api_server = listener::serve(
+        api,
+        api_app,
+        connection_limits,
+        stop.clone(),
+        connections.clone(),
+    );
+    let mcp_server = listener::serve(
+        mcp,
+        mcp_app,
+        connection_limits,
+        stop.clone(),
+        connections.clone(),
+    );
     let servers = async { tokio::join!(api_server, mcp_server) };
-    tokio::pin!(servers);
-    let results = tokio::select! {
-        results = &mut servers => Some(results),
-        () = shutdown_signal() => None,
-    };
-    if let Some((api, mcp)) = results {
-        for e in [api.err(), mcp.err()].into_iter().flatten() {
-            complain(&format!("cmdr serve: {e}"));
-        }
-        return EXIT_FAILED;
+    tokio::select! {
+        _ = servers => {}
+        () = shutdown_signal() => {}
     }
     say("cmdr serve: shutting down; stopping in-flight runs");
     state.shutdown.cancel();
     stop.cancel();
     tasks.close();
+    connections.close();
     let drained = async {
         tasks.wait().await;
-        (&mut servers).await
+        connections.wait().await;
     };
     if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
         complain("cmdr serve: runs or connections still open after the grace period");
     }
     state.registry.shutdown(Duration::from_secs(2)).await;
     EXIT_OK
-}
-
-fn nodelay(tcp: &mut tokio::net::TcpStream) {
-    if let Err(e) = tcp.set_nodelay(true) {
-        tracing::debug!("cannot set TCP_NODELAY: {e}");
-    }
 }
 
 /// Runs `cmdr mcp`: MCP over stdin/stdout until the client closes stdin.

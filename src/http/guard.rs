@@ -12,56 +12,89 @@
 //!   must therefore be a loopback name (`localhost`, `127.0.0.1`, `[::1]`, any port);
 //!   otherwise 403 `FORBIDDEN_HOST`. With a token the check is off (a reverse proxy may
 //!   use any name; the page cannot know the token).
+//! - **Ambiguity**: a request with more than one `Host` or `Origin` header is refused
+//!   (400 `DUPLICATE_HEADER`): a proxy and cmdr could each read a different one.
+//!
+//! The MCP endpoint applies the same rules ([`mcp_browser_guard`]), with the `Origin`
+//! rule on every method: no page has business there.
 
 use axum::extract::{Request, State};
-use axum::http::{header, Method, StatusCode};
+use axum::http::{header, HeaderName, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::HttpState;
+use crate::server::AppState;
 
-/// Axum middleware applying both rules.
+/// Axum middleware of the REST API applying the rules above.
 pub async fn browser_guard(
     State(state): State<HttpState>,
     request: Request,
     next: Next,
 ) -> Response {
-    let host = request_host(&request);
-    if state.app().auth_token.is_none() {
-        if let Some(host) = host.as_deref() {
-            if !is_loopback_host(host) {
-                return ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "FORBIDDEN_HOST",
-                    "without an auth token cmdr only answers requests addressed to a loopback host (localhost, 127.0.0.1, [::1])",
-                )
-                .into_response();
-            }
+    match refusal(&request, state.app().auth_token.is_some(), false) {
+        Some(refused) => refused.into_response(),
+        None => next.run(request).await,
+    }
+}
+
+/// Axum middleware of the MCP endpoint: the same rules, `Origin` checked on every method.
+pub async fn mcp_browser_guard(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match refusal(&request, state.auth_token.is_some(), true) {
+        Some(refused) => refused.into_response(),
+        None => next.run(request).await,
+    }
+}
+
+/// Why `request` is refused, if it is. `has_token`: a token is configured (the `Host`
+/// rule is off); `every_method`: check `Origin` on safe methods too.
+fn refusal(request: &Request, has_token: bool, every_method: bool) -> Option<ApiError> {
+    for name in [header::HOST, header::ORIGIN] {
+        if request.headers().get_all(&name).iter().nth(1).is_some() {
+            return Some(duplicate(&name));
         }
+    }
+    let host = request_host(request);
+    if !has_token && host.as_deref().is_some_and(|host| !is_loopback_host(host)) {
+        return Some(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN_HOST",
+            "without an auth token cmdr only answers requests addressed to a loopback host (localhost, 127.0.0.1, [::1])",
+        ));
     }
     let safe = matches!(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
     );
-    if !safe {
-        if let Some(origin) = request.headers().get(header::ORIGIN) {
-            let same = origin
-                .to_str()
-                .ok()
-                .zip(host.as_deref())
-                .is_some_and(|(origin, host)| same_origin(origin, host));
-            if !same {
-                return ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "FORBIDDEN_ORIGIN",
-                    "cross-origin requests are refused: cmdr only accepts browser requests from its own origin",
-                )
-                .into_response();
-            }
-        }
+    if safe && !every_method {
+        return None;
     }
-    next.run(request).await
+    let origin = request.headers().get(header::ORIGIN)?;
+    let same = origin
+        .to_str()
+        .ok()
+        .zip(host.as_deref())
+        .is_some_and(|(origin, host)| same_origin(origin, host));
+    (!same).then(|| {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN_ORIGIN",
+            "cross-origin requests are refused: cmdr only accepts browser requests from its own origin",
+        )
+    })
+}
+
+fn duplicate(name: &HeaderName) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "DUPLICATE_HEADER",
+        format!("the request has more than one {name} header"),
+    )
 }
 
 /// The authority the request was addressed to: the URI's (HTTP/2, absolute form), else

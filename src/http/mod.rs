@@ -4,8 +4,9 @@
 //!
 //! - `error`: [`ApiError`], the one error shape, and the 404/405 fallbacks.
 //! - `extract`: body, path and query extractors whose rejections are [`ApiError`]s.
-//! - `guard`: refuses cross-site browser requests and, without a token, non-loopback
-//!   `Host`s (DNS rebinding).
+//! - `guard`: refuses cross-site browser requests, duplicate `Host`/`Origin` headers and,
+//!   without a token, non-loopback `Host`s (DNS rebinding).
+//! - [`listener`]: the accept loop with its connection cap and header-read timeout.
 //! - `runs`: spawning agent runs so that a closed request stops them like Stop does.
 //! - `sse`: agent events and command results as server-sent events.
 //! - `agents`, `commands`, `conversations`: the routes, by resource.
@@ -18,7 +19,8 @@ mod commands;
 mod conversations;
 mod error;
 mod extract;
-mod guard;
+pub(crate) mod guard;
+pub mod listener;
 mod runs;
 mod sse;
 
@@ -26,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap};
 use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
 use tokio_util::task::TaskTracker;
@@ -166,7 +169,16 @@ pub fn router_with(app: AppState, config: HttpConfig) -> Router {
         .with_state(state)
 }
 
-/// `GET /health`: `{"status":"ok","version","persistence","nats","llm","uptimeSecs"}`.
-async fn health(State(state): State<HttpState>) -> Json<Health> {
-    Json(state.app().health().await)
+/// `GET /health`: `{"status":"ok","version","persistence","nats","llm","uptimeSecs",…}`.
+/// With a token configured, a caller without it does not see the allowed roots.
+async fn health(State(state): State<HttpState>, headers: HeaderMap) -> Json<Health> {
+    let app = state.app();
+    let mut health = app.health().await;
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if app.auth_token.is_some() && !app.authorized(given) {
+        health.confinement.hide_roots();
+    }
+    Json(health)
 }

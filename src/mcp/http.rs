@@ -2,11 +2,15 @@
 //! at `/mcp` and `/` of an axum router, behind the bearer-token guard, with each request
 //! watched for the client going away.
 //!
-//! Host guard: rmcp rejects (403) requests whose `Host` is not loopback (`localhost`,
-//! `127.0.0.1`, `::1`, any port) — DNS-rebinding protection for a server without
-//! credentials. With an auth token configured (required off loopback) the guard is off:
-//! the token already stops a rebinding page, and clients must reach the server under
-//! its real host name.
+//! Layers, outermost first:
+//! - the browser guard (`crate::http::guard`): without a token only loopback `Host`s
+//!   (DNS rebinding); a request carrying an `Origin` (any method: a page has no business
+//!   here) must come from the server's own origin; duplicate `Host`/`Origin` are refused;
+//! - the bearer token ([`require_token`]);
+//! - the JSON-RPC gate ([`super::json_rpc`]): malformed messages get `-32700`/`-32600`,
+//!   `initialize` beyond [`SessionLimits::max_sessions`] gets 503;
+//! - the client-gone watch, then rmcp. Sessions unused for [`SessionLimits::idle`] are
+//!   closed by rmcp.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -25,34 +29,72 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::cancel::ClientGone;
+use super::json_rpc::{self, Gate};
 use super::tools::CmdrMcp;
+use crate::http::guard::mcp_browser_guard;
 use crate::server::{require_token, AppState};
 
 /// SSE keep-alive comments on idle response streams: besides keeping proxies from
 /// timing out, each write lets the server notice a client that went away.
 pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(5);
 
-/// The MCP endpoint, at `/mcp` and at `/`, behind [`require_token`]. Sessions (for
-/// protocol versions that have them) live in memory; server shutdown
-/// (`state.shutdown`) ends them and stops their runs.
+/// Default cap on open MCP sessions (about 60 KiB each).
+pub const DEFAULT_MAX_SESSIONS: usize = 1000;
+
+/// Default time an MCP session may stay unused before it is closed.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(120);
+
+/// How many MCP sessions may be open, and for how long unused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Sessions open at once; `initialize` beyond it gets 503 `TOO_MANY_SESSIONS`.
+    pub max_sessions: usize,
+    /// A session unused this long is closed (its client must initialize again).
+    pub idle: Duration,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self {
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            idle: DEFAULT_SESSION_IDLE,
+        }
+    }
+}
+
+/// The MCP endpoint with default [`SessionLimits`] (see [`http_router_with`]).
 pub fn http_router(state: AppState) -> Router {
+    http_router_with(state, SessionLimits::default())
+}
+
+/// The MCP endpoint, at `/mcp` and at `/`, behind the layers listed above. Sessions (for
+/// protocol versions that have them) live in memory; server shutdown (`state.shutdown`)
+/// ends them and stops their runs.
+pub fn http_router_with(state: AppState, limits: SessionLimits) -> Router {
     let mut config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
         .with_cancellation_token(state.shutdown.child_token());
-    if state.auth_token.is_some() {
-        config = config.disable_allowed_hosts();
-    }
+    // Our own guard checks hosts (with the same loopback rule) and origins.
+    config = config.disable_allowed_hosts();
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(limits.idle);
+    let sessions = Arc::new(sessions);
+    let gate = Gate {
+        sessions: sessions.clone(),
+        limits,
+        body_limit: config.max_request_body_bytes,
+        initializing: Arc::default(),
+        warned: Arc::default(),
+    };
     let handler = CmdrMcp::new(state.clone());
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let service = StreamableHttpService::new(move || Ok(handler.clone()), sessions, config);
     Router::new()
         .route_service("/mcp", service.clone())
         .route_service("/", service)
         .layer(middleware::from_fn(watch_client))
-        .layer(middleware::from_fn_with_state(state, require_token))
+        .layer(middleware::from_fn_with_state(gate, json_rpc::gate))
+        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(middleware::from_fn_with_state(state, mcp_browser_guard))
 }
 
 /// Gives the request a [`ClientGone`] token, fired when the client goes away before the

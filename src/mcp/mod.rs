@@ -12,20 +12,25 @@
 //!   `data.code`.
 //! - `progress`: progress notifications and the final answer of a run.
 //! - `cancel`: what stops a call (client cancellation, client gone, shutdown).
-//! - `http`: [`http_router`]; `stdio`: [`serve_stdio`].
+//! - `http`: [`http_router`] and its [`SessionLimits`]; `json_rpc`: the gate that answers
+//!   malformed messages and `initialize` beyond the session cap; `stdio`: [`serve_stdio`].
 
 mod agent_tools;
 mod cancel;
 pub mod errors;
 mod executor_tools;
 mod http;
+mod json_rpc;
 pub mod params;
 mod progress;
 mod stdio;
 mod tools;
 
 pub use cancel::ClientGone;
-pub use http::{http_router, SSE_KEEP_ALIVE};
+pub use http::{
+    http_router, http_router_with, SessionLimits, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE,
+    SSE_KEEP_ALIVE,
+};
 pub use progress::HEARTBEAT;
 pub use stdio::serve_stdio;
 pub use tools::{tools, CmdrMcp};

@@ -126,6 +126,18 @@ pub struct HealthConfinement {
     /// `process group + environment marker …`; `off` when commands run elsewhere (NATS).
     #[serde(rename = "processTrees")]
     pub process_trees: String,
+    /// `true` when `roots` was emptied because the caller did not show the token (a
+    /// server with a token tells anonymous probes nothing about its file system).
+    #[serde(rename = "rootsHidden", skip_serializing_if = "std::ops::Not::not")]
+    pub roots_hidden: bool,
+}
+
+impl HealthConfinement {
+    /// Empties the roots for a caller without the token.
+    pub fn hide_roots(&mut self) {
+        self.roots.clear();
+        self.roots_hidden = true;
+    }
 }
 
 impl AppState {
@@ -247,18 +259,21 @@ impl AppState {
                 .process_trees
                 .as_ref()
                 .map_or_else(|| "off".to_owned(), ToString::to_string),
+            roots_hidden: false,
         }
     }
 
-    /// Whether `header` (the `Authorization` value, if any) passes the token check.
+    /// Whether `header` (the `Authorization` value, if any) passes the token check: the
+    /// scheme `Bearer` in any case (RFC 7235), then the token, compared in constant time.
     pub fn authorized(&self, header: Option<&str>) -> bool {
         let Some(token) = &self.auth_token else {
             return true;
         };
-        let Some(given) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
+        let Some((scheme, given)) = header.and_then(|h| h.trim().split_once(' ')) else {
             return false;
         };
-        input_keys::constant_time_eq(given.as_bytes(), token.as_bytes())
+        scheme.eq_ignore_ascii_case("bearer")
+            && input_keys::constant_time_eq(given.trim_start().as_bytes(), token.as_bytes())
     }
 }
 

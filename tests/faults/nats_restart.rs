@@ -1,7 +1,9 @@
 //! nats-server restarted (SIGKILL, then started again on the same port) under core-mode
 //! workers and producers: they reconnect on their own; a command running across the
-//! restart ends with exactly one terminal result (its own, or `RESULTS_LOST` if the
-//! restart swallowed it: core mode is at most once); later commands run; a long command
+//! restart ends with exactly one terminal result (its own; `RESULTS_LOST` if the restart
+//! swallowed it: core mode is at most once; or `WORKER_LOST` if the worker had not
+//! reconnected when the liveness checks gave up, as happens on a loaded machine); later
+//! commands run; a long command
 //! on a healthy worker is never mistaken for a lost one.
 
 use cmdr_executors::{decode_command, ExecutionStatus};
@@ -26,9 +28,17 @@ async fn core_workers_and_producers_reconnect_after_a_server_restart() {
 
     let rest = collect(across).await;
     let end = rest.last().unwrap();
+    let terminals = rest.iter().filter(|r| r.status.is_terminal()).count();
+    assert_eq!(terminals, 1, "{rest:#?}");
     match end.status {
         ExecutionStatus::Succeeded => assert_eq!(data(&rest), "after\n"),
-        _ => assert_eq!(end.error_code.as_deref(), Some("RESULTS_LOST"), "{rest:#?}"),
+        _ => assert!(
+            matches!(
+                end.error_code.as_deref(),
+                Some("RESULTS_LOST" | "WORKER_LOST")
+            ),
+            "{rest:#?}"
+        ),
     }
     // The worker re-subscribed: a command published now reaches it.
     server.wait_for_subscribers(&connect(&server).await).await;

@@ -262,3 +262,106 @@ async fn the_browser_guard_refuses_foreign_origins_and_hosts() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
 }
+
+/// Small holes an attacker found: the scheme's case, duplicate `Host`/`Origin`, roots
+/// shown to anonymous callers, a name too long for any file.
+#[tokio::test]
+async fn small_holes_are_closed() {
+    let server = start(
+        None,
+        Options {
+            token: Some("s3cret-token-0123456789".into()),
+            confined: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let get = |path: &str, auth: Option<&str>| {
+        let mut request = server.http.get(server.url(path));
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        request.send()
+    };
+    for auth in [
+        "bearer s3cret-token-0123456789",
+        "BEARER s3cret-token-0123456789",
+        "Bearer  s3cret-token-0123456789",
+    ] {
+        let (status, body) = json_of(get("/agents", Some(auth)).await.unwrap()).await;
+        assert_eq!(status, StatusCode::OK, "{auth}: {body}");
+    }
+    for auth in [
+        "bearer",
+        "bearers3cret-token-0123456789",
+        "Basic s3cret-token-0123456789",
+    ] {
+        let answer = json_of(get("/agents", Some(auth)).await.unwrap()).await;
+        assert_error(&answer, 401, "unauthorized", "UNAUTHORIZED");
+    }
+
+    // /health: the allowed roots only for callers with the token.
+    let (_, anonymous) = json_of(get("/health", None).await.unwrap()).await;
+    assert_eq!(anonymous["confinement"]["roots"], json!([]), "{anonymous}");
+    assert_eq!(anonymous["confinement"]["rootsHidden"], true, "{anonymous}");
+    let root = server.state.registry.confinement().paths.roots()[0]
+        .display()
+        .to_string();
+    assert!(!anonymous.to_string().contains(&root), "{anonymous}");
+    let auth = Some("Bearer s3cret-token-0123456789");
+    let (_, known) = json_of(get("/health", auth).await.unwrap()).await;
+    assert_eq!(known["confinement"]["roots"], json!([root]), "{known}");
+    assert!(known["confinement"].get("rootsHidden").is_none(), "{known}");
+
+    // Two Host or two Origin headers: a proxy and cmdr could each read another one.
+    for name in ["host", "origin"] {
+        let mut headers = reqwest::header::HeaderMap::new();
+        let same = format!("http://{}", server.authority());
+        let values = match name {
+            "host" => [server.authority().to_owned(), "evil.example".to_owned()],
+            _ => [same, "http://evil.example".to_owned()],
+        };
+        for value in values {
+            headers.append(name, value.parse().unwrap());
+        }
+        let response = server
+            .http
+            .post(server.url("/commands"))
+            .headers(headers)
+            .bearer_auth("s3cret-token-0123456789")
+            .json(&json!({"commandType": "BASH_EXEC", "command": "echo hi"}))
+            .send()
+            .await
+            .unwrap();
+        let answer = json_of(response).await;
+        assert_error(&answer, 400, "invalid_request", "DUPLICATE_HEADER");
+    }
+
+    // A 10,000-character agent name is a bad request, not an internal error.
+    let long = "a".repeat(10_000);
+    for path in [
+        format!("/agents/{long}/commands"),
+        format!("/agents/{long}/commands/run"),
+    ] {
+        let request = if path.ends_with("/run") {
+            server
+                .http
+                .post(server.url(&path))
+                .json(&json!({"commandName": "three"}))
+        } else {
+            server.http.get(server.url(&path))
+        };
+        let response = request
+            .bearer_auth("s3cret-token-0123456789")
+            .send()
+            .await
+            .unwrap();
+        let answer = json_of(response).await;
+        assert_error(&answer, 400, "invalid_request", "AGENT_NAME_INVALID");
+        assert!(
+            answer.1["message"].as_str().unwrap().len() < 200,
+            "{}",
+            answer.1
+        );
+    }
+}

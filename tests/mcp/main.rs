@@ -11,6 +11,7 @@ mod client;
 #[path = "../agent/fake_llm.rs"]
 mod fake_llm;
 mod http;
+mod limits;
 mod rpc;
 mod stdio;
 mod tools;
@@ -129,9 +130,14 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) async fn start(state: AppState) -> Server {
+        Self::start_with(state, cmdr::mcp::SessionLimits::default()).await
+    }
+
+    /// The router with these session limits.
+    pub(crate) async fn start_with(state: AppState, limits: cmdr::mcp::SessionLimits) -> Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let app = cmdr::mcp::http_router(state.clone());
+        let app = cmdr::mcp::http_router_with(state.clone(), limits);
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });

@@ -6,6 +6,7 @@
 
 #[path = "../agent/fake_llm.rs"]
 mod fake_llm;
+mod floods;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -64,6 +65,9 @@ async fn start(dir: &Path, llm: Option<&FakeLlm>, extra: &[&str]) -> Server {
 /// Starts `command` (a `cmdr serve`) and reads its two announced URLs.
 async fn start_command(mut command: Command) -> Server {
     let mut child = command.spawn().unwrap();
+    // Drained, so that a server logging a lot (floods) never blocks on a full pipe.
+    let mut log = BufReader::new(child.stderr.take().unwrap()).lines();
+    tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut urls = Vec::new();
     while urls.len() < 2 {
@@ -156,6 +160,19 @@ async fn beyond_loopback_a_token_is_required_and_enforced() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--auth-token"));
+    // A guessable token is no better off loopback; a blank one guards nothing anywhere.
+    for (addr, token, says) in [
+        ("0.0.0.0:0", "s3cret", "at least 16"),
+        ("127.0.0.1:0", "   ", "whitespace"),
+    ] {
+        let refused = serve_on(dir.path(), None, addr, &["--auth-token", token])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(refused.status.code(), Some(2), "{addr} {token:?}");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains(says), "{stderr}");
+    }
 
     let server = start(dir.path(), None, &["--auth-token", "s3cret"]).await;
     let http = client();

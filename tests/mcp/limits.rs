@@ -1,0 +1,184 @@
+//! What a hostile client cannot do to the MCP endpoint: send garbage and get anything but a
+//! JSON-RPC error, open sessions without end, or drive it from a web page.
+
+use std::time::{Duration, Instant};
+
+use cmdr::mcp::SessionLimits;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::rpc::PROTOCOL;
+use crate::{Server, World};
+
+fn initialize(id: u64) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "initialize",
+        "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}
+    })
+}
+
+/// POSTs `body` as it is, with this content type; the status and the JSON answer.
+async fn post(server: &Server, body: &str, content_type: &str) -> (StatusCode, Value) {
+    post_with(server, body, content_type, &[]).await
+}
+
+async fn post_with(
+    server: &Server,
+    body: &str,
+    content_type: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, Value) {
+    let mut request = reqwest::Client::new()
+        .post(server.url())
+        .header("content-type", content_type)
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    // A successful initialize answers as an SSE stream: take its one data line.
+    let json = text
+        .lines()
+        .find_map(|line| line.strip_prefix("data: ").filter(|d| !d.is_empty()))
+        .unwrap_or(&text);
+    let value = serde_json::from_str(json).unwrap_or(Value::String(text.clone()));
+    (status, value)
+}
+
+#[tokio::test]
+async fn malformed_messages_get_json_rpc_errors() {
+    let world = World::new();
+    let (state, _) = world.state(None, None);
+    let server = Server::start(state).await;
+    let cases: [(&str, &str, i64, Value); 8] = [
+        ("{not json", "application/json", -32700, Value::Null),
+        ("hello", "text/plain", -32700, Value::Null),
+        ("", "application/json", -32700, Value::Null),
+        (
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            "application/json",
+            -32600,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7}"#,
+            "application/json",
+            -32600,
+            json!(7),
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":"x","method":"ping"}"#,
+            "application/json",
+            -32600,
+            json!("x"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":3,"method":42}"#,
+            "application/json",
+            -32600,
+            json!(3),
+        ),
+        (r#""ping""#, "application/json", -32600, Value::Null),
+    ];
+    for (body, content_type, code, id) in cases {
+        let (status, answer) = post(&server, body, content_type).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert_eq!(answer["jsonrpc"], "2.0", "{body}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+        assert_eq!(answer["id"], id, "{body}: {answer}");
+        assert!(answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
+    }
+}
+
+#[tokio::test]
+async fn sessions_beyond_the_cap_are_refused_until_one_ends() {
+    let world = World::new();
+    let (state, _) = world.state(None, None);
+    let limits = SessionLimits {
+        max_sessions: 3,
+        idle: Duration::from_secs(2),
+    };
+    let server = Server::start_with(state, limits).await;
+    for id in 0..3 {
+        let (status, answer) = post(&server, &initialize(id).to_string(), "application/json").await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        assert_eq!(answer["result"]["serverInfo"]["name"], "cmdr", "{answer}");
+    }
+    let (status, answer) = post(&server, &initialize(9).to_string(), "application/json").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["code"], "TOO_MANY_SESSIONS",
+        "{answer}"
+    );
+    assert_eq!(answer["id"], 9, "{answer}");
+
+    // Unused sessions end after the idle time; then there is room again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, answer) = post(&server, &initialize(10).to_string(), "application/json").await;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert_eq!(
+            answer["error"]["data"]["code"], "TOO_MANY_SESSIONS",
+            "{answer}"
+        );
+        assert!(Instant::now() < deadline, "idle sessions were never closed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn web_pages_cannot_drive_the_endpoint() {
+    let world = World::new();
+    let (state, _) = world.state(None, None);
+    let server = Server::start(state).await;
+    let own = server.base.clone();
+    let body = initialize(1).to_string();
+    for origin in ["http://evil.example", "null", "http://localhost:1"] {
+        let (status, answer) =
+            post_with(&server, &body, "application/json", &[("origin", origin)]).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{origin}: {answer}");
+        assert_eq!(answer["code"], "FORBIDDEN_ORIGIN", "{answer}");
+        let response = reqwest::Client::new()
+            .get(server.url())
+            .header("origin", origin)
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::FORBIDDEN,
+            "GET from {origin}"
+        );
+    }
+    let (status, answer) = post_with(&server, &body, "application/json", &[("origin", &own)]).await;
+    assert_eq!(status, StatusCode::OK, "own origin: {answer}");
+
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.append(
+        "host",
+        server.base.trim_start_matches("http://").parse().unwrap(),
+    );
+    headers.append("host", "evil.example".parse().unwrap());
+    let response = reqwest::Client::new()
+        .post(server.url())
+        .headers(headers)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["code"], "DUPLICATE_HEADER", "{answer}");
+}
