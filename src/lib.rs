@@ -12,6 +12,8 @@
 //! - [`llm`]: the model client (OpenAI-compatible streaming chat completions).
 //! - [`orphans`]: shells marked with their `cmdr`'s identity, and the processes of a
 //!   `cmdr` that died mid-run killed when its runs are closed; `owner`: that identity.
+//! - [`recovery`]: start-up recovery, run once by the front doors that run agents: the
+//!   runs of dead `cmdr`s closed in the store, their processes killed.
 //! - [`mcp`]: the MCP tools over streamable HTTP and stdio (rmcp), onto [`server::AppState`].
 //! - [`server`]: the state `cmdr serve` and `cmdr mcp` share (registry, service, inputs).
 //! - [`service`]: the agent service every transport calls: discovery, checks, locks, runs.
@@ -34,6 +36,7 @@ pub mod mcp;
 pub mod nats;
 pub mod orphans;
 pub(crate) mod owner;
+pub mod recovery;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -5,7 +5,7 @@
 //! started) would run on for nobody. So every shell cmdr starts carries
 //! [`OWNER_VAR`]` = <this process's identity>` (see [`crate::owner`]) in its environment,
 //! which its descendants inherit. When a store opening the database finds a run left
-//! open by a process that is gone (`store::recover`), [`reap`] kills every process
+//! open by a process that is gone (`crate::recovery`), [`reap`] kills every process
 //! still carrying that dead owner's identity.
 //!
 //! Only owners that died **mid-run** are reaped: the background processes of a `cmdr`

@@ -251,6 +251,7 @@ async fn run_command(
         Ok(service) => service,
         Err(e) => return fail(&e),
     };
+    crate::recovery::recover_or_log(service.store().as_ref()).await;
     let run = match service.prepare_command(target, command).await {
         Ok(run) => run,
         Err(e) => return fail(&e),

@@ -170,8 +170,9 @@ impl AppState {
         self.shutdown.child_token()
     }
 
-    /// Opens the database, connects to NATS if asked, and wires the registry, the agent
-    /// loop (with `llm`, if a model is configured) and the service together.
+    /// Opens the database (and closes the runs of dead processes: `crate::recovery`),
+    /// connects to NATS if asked, and wires the registry, the agent loop (with `llm`, if a
+    /// model is configured) and the service together.
     pub async fn build(
         config: StateConfig,
         llm: Option<Arc<dyn LlmClient>>,
@@ -196,6 +197,7 @@ impl AppState {
             SqliteStore::open(&config.db)
                 .map_err(|e| format!("cannot open the database {}: {e}", config.db.display()))?,
         );
+        crate::recovery::recover_or_log(store.as_ref()).await;
         let service = AgentService::new(
             AgentCatalog::new(config.agents_dir),
             store,

@@ -6,8 +6,11 @@
 //! - `worker`: the store actor — one thread owning the connection, fed closures.
 //! - `queries`: the SQL of each operation, synchronous, on a `&mut Connection`.
 //! - `sqlite`: [`SqliteStore`], opening the file and implementing [`Store`] on the worker.
-//! - `runs`, `recover`: run markers, so that a store opening the database after
-//!   a crash closes the runs the dead process left open (turns marked `stopped`).
+//! - `runs`: run markers, and closing a run a dead process left open in one transaction
+//!   (what closes it, and when, is start-up recovery's business: `crate::recovery`).
+//!
+//! The store only opens, migrates, reads and writes: it never decides whether a process
+//! is alive, never kills one, and knows nothing of how the agent loop closes a run.
 //!
 //! ## Decisions
 //! - **A trait with boxed futures** so the store is object safe (`Arc<dyn Store>`) and a
@@ -43,7 +46,6 @@
 
 mod error;
 mod queries;
-mod recover;
 mod runs;
 mod schema;
 mod sqlite;
@@ -57,7 +59,6 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{CommandMeta, Message, Role, ToolRun, TurnStatus};
 
 pub use error::StoreError;
-pub use recover::INTERRUPTED_NOTE;
 pub use schema::{BUSY_TIMEOUT, SCHEMA_VERSION, SYNCHRONOUS};
 pub use sqlite::{SqliteStore, DB_FILE_NAME};
 
@@ -107,9 +108,8 @@ pub trait Store: Send + Sync + 'static {
     fn set_archived<'a>(&'a self, conversation_id: &'a str, archived: bool) -> StoreFuture<'a, ()>;
 
     /// Marks `conversation_id` as run by this process from now on, so that if the process
-    /// dies before [`Store::end_run`], the next store to open the database closes the run
-    /// (its last turn answered with a `stopped` one). A store without crash recovery
-    /// does nothing.
+    /// dies before [`Store::end_run`], start-up recovery can close the run (its last turn
+    /// answered with a `stopped` one). A store without crash recovery does nothing.
     fn begin_run<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, ()> {
         let _ = conversation_id;
         Box::pin(async { Ok(()) })
@@ -120,7 +120,38 @@ pub trait Store: Send + Sync + 'static {
         let _ = conversation_id;
         Box::pin(async { Ok(()) })
     }
+
+    /// Every run marker: runs in progress, in this process or another, or left open by a
+    /// process that died. A store without crash recovery has none.
+    fn run_markers(&self) -> StoreFuture<'_, Vec<RunMarker>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Closes `marker`'s run atomically: removes the marker and appends the turn `closing`
+    /// makes of the conversation's turns (if any). `false`, nothing written, when the
+    /// marker was already gone.
+    fn close_run<'a>(
+        &'a self,
+        marker: &'a RunMarker,
+        closing: ClosingTurn,
+    ) -> StoreFuture<'a, bool> {
+        let _ = (marker, closing);
+        Box::pin(async { Ok(false) })
+    }
 }
+
+/// A run marker: a conversation with a run in progress and the process running it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunMarker {
+    /// The conversation.
+    pub conversation_id: String,
+    /// The process running it, as `crate::owner` names processes.
+    pub owner: String,
+}
+
+/// What closes an interrupted run: given the conversation's turns, the turn to append (or
+/// none). Runs on the store's thread, inside the closing transaction.
+pub type ClosingTurn = Box<dyn FnOnce(&[StoredTurn]) -> Option<Message> + Send>;
 
 /// A conversation: one agent's thread of turns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,8 @@ use rusqlite::Connection;
 
 use super::worker::Worker;
 use super::{
-    queries, recover, runs, schema, Conversation, Store, StoreError, StoreFuture, StoredTurn,
+    queries, runs, schema, ClosingTurn, Conversation, RunMarker, Store, StoreError, StoreFuture,
+    StoredTurn,
 };
 use crate::agent::Message;
 
@@ -27,8 +28,9 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating it and its parent directories if needed) and migrates the database
-    /// at `path`, then closes the runs of processes that died in the middle of one (see
-    /// `recover`). Blocking: call it at start-up, not on a busy runtime thread.
+    /// at `path`. Nothing else: runs a dead process left open stay open until start-up
+    /// recovery (`crate::recovery`) closes them. Blocking: call it at start-up, not on a
+    /// busy runtime thread.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let name = file_name(path);
         create_parent(path, &name)?;
@@ -36,17 +38,6 @@ impl SqliteStore {
             .map_err(|err| StoreError::Database(format!("cannot open {name}: {err}")))?;
         schema::configure(&conn).map_err(|e| in_file(&name, e))?;
         schema::migrate(&mut conn).map_err(|e| in_file(&name, e))?;
-        match recover::close_interrupted_runs(&mut conn) {
-            Ok(closed) if !closed.is_empty() => {
-                tracing::warn!(count = closed.len(), "closed runs interrupted by a crash");
-                let mut owners: Vec<String> = closed.into_iter().map(|(_, owner)| owner).collect();
-                owners.sort();
-                owners.dedup();
-                crate::orphans::reap(&owners);
-            }
-            Ok(_) => {}
-            Err(e) => tracing::error!("closing interrupted runs: {e}"),
-        }
         Self::start(conn, &name)
     }
 
@@ -148,6 +139,20 @@ impl Store for SqliteStore {
         let (conversation_id, owner) = (conversation_id.to_owned(), self.owner.clone());
         self.worker
             .call(move |conn| runs::end(conn, &conversation_id, &owner))
+    }
+
+    fn run_markers(&self) -> StoreFuture<'_, Vec<RunMarker>> {
+        self.worker.call(runs::all)
+    }
+
+    fn close_run<'a>(
+        &'a self,
+        marker: &'a RunMarker,
+        closing: ClosingTurn,
+    ) -> StoreFuture<'a, bool> {
+        let marker = marker.clone();
+        self.worker
+            .call(move |conn| runs::close(conn, &marker, closing))
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use cmdr::store::INTERRUPTED_NOTE;
+use cmdr::recovery::INTERRUPTED_NOTE;
 use serde_json::{json, Value};
 
 use crate::fake_llm::{FakeLlm, Reply};

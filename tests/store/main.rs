@@ -673,3 +673,65 @@ async fn in_memory_store_works_behind_the_trait() {
         .unwrap();
     assert_eq!(contents(&store.turns("mem").await.unwrap()), ["one", "two"]);
 }
+
+/// A run marker of a process that is gone (no such pid), as a SIGKILLed `cmdr` leaves it.
+fn dead_owner() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    format!("{}:4194304999:1", boot.trim())
+}
+
+/// The store opens, migrates, reads and writes: opening a database (to list conversations,
+/// say) never closes a dead process's run, and never kills the processes it left. Start-up
+/// recovery, asked for, does both.
+#[tokio::test]
+async fn opening_a_database_never_kills_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let store = open(&path);
+    store
+        .create_conversation("left-open", "planning_agent", None)
+        .await
+        .unwrap();
+    store.append_turn("left-open", &user("go")).await.unwrap();
+    drop(store);
+    let owner = dead_owner();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "INSERT INTO runs (conversation_id, owner, started_at) VALUES ('left-open', ?1, 'then')",
+        [&owner],
+    )
+    .unwrap();
+    drop(conn);
+    // A shell the dead cmdr started, still running for nobody.
+    let mut orphan = std::process::Command::new("sleep")
+        .arg("600")
+        .env(cmdr::orphans::OWNER_VAR, &owner)
+        .spawn()
+        .unwrap();
+
+    let store = open(&path);
+    let listed = store.conversations(None).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(contents(&store.turns("left-open").await.unwrap()), ["go"]);
+    assert_eq!(orphan.try_wait().unwrap(), None, "opening killed a process");
+    let markers = store.run_markers().await.unwrap();
+    assert_eq!(markers.len(), 1, "opening closed a run");
+
+    let recovered = cmdr::recovery::recover(store.as_ref()).await.unwrap();
+    assert_eq!(recovered.closed, markers);
+    assert_eq!(recovered.killed, [orphan.id()]);
+    let status = orphan.wait().unwrap();
+    assert!(!status.success(), "the orphan was killed: {status}");
+    let turns = store.turns("left-open").await.unwrap();
+    assert_eq!(
+        turns.iter().map(|t| (t.role, t.status)).collect::<Vec<_>>(),
+        [
+            (Role::User, TurnStatus::Ok),
+            (Role::Assistant, TurnStatus::Stopped)
+        ]
+    );
+    assert!(store.run_markers().await.unwrap().is_empty());
+    // A second recovery finds nothing to do.
+    let again = cmdr::recovery::recover(store.as_ref()).await.unwrap();
+    assert_eq!(again, cmdr::recovery::Recovered::default());
+}

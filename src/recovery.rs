@@ -1,11 +1,14 @@
-//! Closing the runs a crashed process left open, when a store opens the database.
+//! Start-up recovery: closing the runs of `cmdr` processes that died in the middle of one,
+//! and killing what those processes left running. Called once by each front door that runs
+//! agents with persistence (`cmdr serve`, `cmdr mcp`, `cmdr commands run`), after opening
+//! the store and before serving; never by a store opening a database (listing
+//! conversations must not touch any process).
 //!
 //! Turns are appended as they complete, so a process killed in the middle of a run
 //! (SIGKILL, OOM, power loss) leaves its conversation ending with the user's turn, an
 //! assistant turn whose `<shell>` commands never got their results, or a `tool` turn
-//! the model never answered — and a run marker (`runs`) whose owner is gone. For each
-//! such marker, in one transaction, the run is closed the way an abort would have
-//! closed it, then the marker is removed:
+//! the model never answered, and a run marker whose owner is gone. For each such marker
+//! the store closes the run in one transaction, the way an abort would have closed it:
 //!
 //! - after an assistant turn with commands: a `tool` turn, status `stopped`, one
 //!   `stopped` tool run per command, each result `[interrupted: …]` (what ran and how it
@@ -16,58 +19,61 @@
 //!   commands): nothing.
 //!
 //! The closing turn carries the agent-command tag of the turn before it. Markers of live
-//! processes (another `cmdr` on the same file) are left alone.
-
-use rusqlite::Connection;
+//! processes (another `cmdr` on the same file) are left alone. Then the shells the dead
+//! owners started (marked by `crate::orphans`) are killed.
 
 use crate::agent::{
     format_tool_message, Message, OutputCapture, Role, ShellTagDetector, ToolCall, ToolOutcome,
     ToolRun, ToolStatus, TurnStatus,
 };
-
-use super::queries::{append_turn_in, turns_in, write_transaction};
-use super::{runs, StoreError, StoredTurn};
+use crate::store::{RunMarker, Store, StoreError, StoredTurn};
 
 /// The note of every command of an interrupted run.
 pub const INTERRUPTED_NOTE: &str =
     "interrupted: cmdr stopped while this run was in progress; the result is unknown";
 
-/// Closes every run whose owner is gone; returns their conversations with those owners.
-pub(super) fn close_interrupted_runs(
-    conn: &mut Connection,
-) -> Result<Vec<(String, String)>, StoreError> {
-    let mut closed = Vec::new();
-    for (conversation_id, run_owner) in runs::all(conn)? {
-        if crate::owner::is_alive(&run_owner) {
-            continue;
-        }
-        if close(conn, &conversation_id, &run_owner)? {
-            closed.push((conversation_id, run_owner));
-        }
-    }
-    Ok(closed)
+/// What [`recover`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    /// The runs it closed.
+    pub closed: Vec<RunMarker>,
+    /// The processes of their dead owners it killed.
+    pub killed: Vec<u32>,
 }
 
-/// Closes one run, unless another process did it first; whether this one did.
-fn close(
-    conn: &mut Connection,
-    conversation_id: &str,
-    run_owner: &str,
-) -> Result<bool, StoreError> {
-    let tx = write_transaction(conn)?;
-    let removed = tx
-        .prepare_cached("DELETE FROM runs WHERE conversation_id = ?1 AND owner = ?2")?
-        .execute([conversation_id, run_owner])?;
-    if removed == 0 {
-        return Ok(false);
+/// Closes every run whose owner is gone, then kills the processes those owners left.
+pub async fn recover(store: &dyn Store) -> Result<Recovered, StoreError> {
+    let mut recovered = Recovered::default();
+    for marker in store.run_markers().await? {
+        if crate::owner::is_alive(&marker.owner) {
+            continue;
+        }
+        if store.close_run(&marker, Box::new(closing_message)).await? {
+            tracing::warn!(
+                conversation_id = marker.conversation_id,
+                "closed a run interrupted by a crash"
+            );
+            recovered.closed.push(marker);
+        }
     }
-    let turns = turns_in(&tx, conversation_id)?;
-    if let Some(message) = closing_message(&turns) {
-        append_turn_in(&tx, conversation_id, &message)?;
+    if recovered.closed.is_empty() {
+        return Ok(recovered);
     }
-    tx.commit()?;
-    tracing::warn!(conversation_id, "closed a run interrupted by a crash");
-    Ok(true)
+    let mut owners: Vec<String> = recovered.closed.iter().map(|m| m.owner.clone()).collect();
+    owners.sort();
+    owners.dedup();
+    recovered.killed = tokio::task::spawn_blocking(move || crate::orphans::reap(&owners))
+        .await
+        .unwrap_or_default();
+    Ok(recovered)
+}
+
+/// [`recover`] for a front door: a failure is logged, never fatal (the store works
+/// without it; the runs stay open for the next start).
+pub async fn recover_or_log(store: &dyn Store) {
+    if let Err(e) = recover(store).await {
+        tracing::error!("closing interrupted runs: {e}");
+    }
 }
 
 /// The turn that closes a run whose conversation has these turns, if one is needed.
