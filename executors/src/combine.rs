@@ -2,6 +2,7 @@
 //! [`combine_output_results_limited`]: the same in bounded memory, as every transport of
 //! cmdr uses it.
 
+use crate::ErrorCode;
 use futures_core::Stream;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -54,7 +55,7 @@ where
         let next = tokio::select! {
             biased;
             _ = cancel.cancelled() => {
-                return end(last, data, "cancelled while waiting for results", "CANCELLED");
+                return end(last, data, "cancelled while waiting for results", ErrorCode::Cancelled);
             }
             next = stream.next() => next,
         };
@@ -71,12 +72,12 @@ where
             last,
             data,
             "the stream ended without a terminal result",
-            "INCOMPLETE_STREAM",
+            ErrorCode::IncompleteStream,
         ),
     }
 }
 
-fn end(last: Option<OutputResult>, data: Kept, error: &str, code: &str) -> OutputResult {
+fn end(last: Option<OutputResult>, data: Kept, error: &str, code: ErrorCode) -> OutputResult {
     let mut result = last.unwrap_or_else(|| OutputResult {
         command_id: String::new(),
         command_type: String::new(),
@@ -92,7 +93,7 @@ fn end(last: Option<OutputResult>, data: Kept, error: &str, code: &str) -> Outpu
     });
     result.status = ExecutionStatus::Failed;
     result.error = error.to_owned();
-    result.error_code = Some(code.to_owned());
+    result.error_code = Some(code.into());
     data.into_result(&mut result);
     result
 }

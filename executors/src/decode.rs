@@ -6,6 +6,7 @@
 //! field's path (`env.HOME`, `timeout_ms`). No intermediate `serde_json::Value` is built,
 //! which matters for `FILE_WRITE` commands carrying megabytes of content.
 
+use crate::ErrorCode;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -41,13 +42,13 @@ pub enum DecodeError {
 
 impl DecodeError {
     /// The stable code, as sent in `errorCode`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
             DecodeError::Malformed(_) | DecodeError::NotUtf8(_) | DecodeError::NotAnObject => {
-                "MALFORMED_JSON"
+                ErrorCode::MalformedJson
             }
-            DecodeError::MissingType | DecodeError::UnknownType(_) => "UNKNOWN_COMMAND_TYPE",
-            DecodeError::InvalidField(_) => "INVALID_COMMAND",
+            DecodeError::MissingType | DecodeError::UnknownType(_) => ErrorCode::UnknownCommandType,
+            DecodeError::InvalidField(_) => ErrorCode::InvalidCommand,
         }
     }
 }

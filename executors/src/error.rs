@@ -3,6 +3,7 @@
 //! Executors return [`ExecError`] for anything that stops them; the runtime turns it into
 //! the command's one `FAILED` result, with [`ExecError::code`] in `errorCode`.
 
+use crate::ErrorCode;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -107,27 +108,27 @@ pub enum ExecError {
 
 impl ExecError {
     /// The stable code, as sent in `errorCode`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ExecError::InvalidInput(_) => "INVALID_INPUT",
-            ExecError::NotFound(_) => "NOT_FOUND",
-            ExecError::PermissionDenied(_) => "PERMISSION_DENIED",
-            ExecError::NoSpace(_) => "NO_SPACE",
-            ExecError::Io { .. } => "IO_ERROR",
-            ExecError::PathNotAllowed(_) => "PATH_NOT_ALLOWED",
-            ExecError::NotText { .. } => "NOT_TEXT",
-            ExecError::NotAFile { .. } => "NOT_A_FILE",
-            ExecError::Conflict { .. } => "CONFLICT",
+            ExecError::InvalidInput(_) => ErrorCode::InvalidInput,
+            ExecError::NotFound(_) => ErrorCode::NotFound,
+            ExecError::PermissionDenied(_) => ErrorCode::PermissionDenied,
+            ExecError::NoSpace(_) => ErrorCode::NoSpace,
+            ExecError::Io { .. } => ErrorCode::IoError,
+            ExecError::PathNotAllowed(_) => ErrorCode::PathNotAllowed,
+            ExecError::NotText { .. } => ErrorCode::NotText,
+            ExecError::NotAFile { .. } => ErrorCode::NotAFile,
+            ExecError::Conflict { .. } => ErrorCode::Conflict,
             ExecError::Patch(e) => e.code(),
-            ExecError::Spawn { .. } => "SPAWN_FAILED",
-            ExecError::InputUnavailable(_) => "INPUT_UNAVAILABLE",
-            ExecError::Cancelled => "CANCELLED",
-            ExecError::TimedOut(_) => "TIMEOUT",
-            ExecError::ShuttingDown => "SHUTTING_DOWN",
-            ExecError::ReceiverGone => "RECEIVER_GONE",
-            ExecError::Panicked(_) => "EXECUTOR_PANICKED",
-            ExecError::Lost => "EXECUTOR_LOST",
-            ExecError::WrongCommandType { .. } => "WRONG_COMMAND_TYPE",
+            ExecError::Spawn { .. } => ErrorCode::SpawnFailed,
+            ExecError::InputUnavailable(_) => ErrorCode::InputUnavailable,
+            ExecError::Cancelled => ErrorCode::Cancelled,
+            ExecError::TimedOut(_) => ErrorCode::Timeout,
+            ExecError::ShuttingDown => ErrorCode::ShuttingDown,
+            ExecError::ReceiverGone => ErrorCode::ReceiverGone,
+            ExecError::Panicked(_) => ErrorCode::ExecutorPanicked,
+            ExecError::Lost => ErrorCode::ExecutorLost,
+            ExecError::WrongCommandType { .. } => ErrorCode::WrongCommandType,
         }
     }
 

@@ -67,6 +67,7 @@ mod command;
 mod confine;
 mod decode;
 mod error;
+mod error_code;
 mod executor;
 mod file_read;
 mod file_write;
@@ -98,6 +99,7 @@ pub use decode::{
     decode_command, decode_command_slice, peek_command_id, DecodeError, DecodeFailure,
 };
 pub use error::ExecError;
+pub use error_code::{ErrorClass, ErrorCode};
 pub use executor::{ExecContext, ExecFuture, Executor, FnExecutor, OutputSink};
 pub use file_read::{FileRead, READ_CHUNK_SIZE};
 pub use file_write::FileWrite;

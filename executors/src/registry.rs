@@ -1,6 +1,7 @@
 //! [`Registry`]: maps each [`CommandType`] to its executor actor, and is the one door
 //! (`execute`) through which every transport runs commands.
 
+use crate::ErrorCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,11 +45,11 @@ pub enum SubmitError {
 
 impl SubmitError {
     /// The stable code, as sent in `errorCode`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            SubmitError::ShuttingDown => "SHUTTING_DOWN",
-            SubmitError::DuplicateId(_) => "DUPLICATE_COMMAND_ID",
-            SubmitError::NotRegistered(_) => "UNSUPPORTED_COMMAND_TYPE",
+            SubmitError::ShuttingDown => ErrorCode::ShuttingDown,
+            SubmitError::DuplicateId(_) => ErrorCode::DuplicateCommandId,
+            SubmitError::NotRegistered(_) => ErrorCode::UnsupportedCommandType,
         }
     }
 

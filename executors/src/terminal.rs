@@ -1,6 +1,7 @@
 //! Building a command's one terminal [`OutputResult`] — written once, here, for every
 //! executor and every way a command can end.
 
+use crate::ErrorCode;
 use std::time::Duration;
 
 use crate::error::ExecError;
@@ -26,7 +27,7 @@ pub(crate) fn terminal_result(
             let err = ExecError::from(reason);
             let mut out = from_outcome(command_id, command_type, outcome);
             out.error = err.to_string();
-            out.error_code = Some(err.code().to_owned());
+            out.error_code = Some(err.code().into());
             out
         }
         (Ok(outcome), None) => from_outcome(command_id, command_type, outcome),
@@ -72,7 +73,7 @@ pub(crate) fn failed_result(command_id: &str, command_type: &str, err: &ExecErro
         message,
         error: err.to_string(),
         result_data: String::new(),
-        error_code: Some(err.code().to_owned()),
+        error_code: Some(err.code().into()),
         exit_code: None,
         final_cwd: None,
         duration_ms: None,
@@ -85,7 +86,7 @@ pub(crate) fn rejected_result(
     command_id: &str,
     command_type: &str,
     error: String,
-    code: &str,
+    code: ErrorCode,
 ) -> OutputResult {
     OutputResult {
         command_id: command_id.to_owned(),
@@ -94,7 +95,7 @@ pub(crate) fn rejected_result(
         message: "Command rejected before execution.".to_owned(),
         error,
         result_data: String::new(),
-        error_code: Some(code.to_owned()),
+        error_code: Some(code.into()),
         exit_code: None,
         final_cwd: None,
         duration_ms: None,

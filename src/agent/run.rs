@@ -119,7 +119,7 @@ pub enum RunOutcome {
 impl RunOutcome {
     fn failed(error: &LlmError) -> Self {
         RunOutcome::Failed {
-            code: error.code().to_owned(),
+            code: error.code().into(),
             message: error.to_string(),
         }
     }

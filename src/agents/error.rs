@@ -1,6 +1,7 @@
 //! [`AgentError`]: everything that can go wrong finding an agent or one of its commands,
 //! each with a stable code (SPEC §5).
 
+use cmdr_executors::ErrorCode;
 use std::path::PathBuf;
 
 /// An error of the agent catalog. [`AgentError::code`] is the stable string every
@@ -50,14 +51,14 @@ pub enum AgentError {
 impl AgentError {
     /// The stable code: `AGENT_NOT_FOUND`, `AGENT_NAME_INVALID`, `COMMAND_NOT_FOUND`,
     /// `COMMAND_INVALID`, `AGENT_INVALID` or `IO_ERROR`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Self::AgentNotFound(_) => "AGENT_NOT_FOUND",
-            Self::AgentNameInvalid(_) => "AGENT_NAME_INVALID",
-            Self::CommandNotFound { .. } => "COMMAND_NOT_FOUND",
-            Self::CommandInvalid(_) => "COMMAND_INVALID",
-            Self::AgentInvalid { .. } => "AGENT_INVALID",
-            Self::Io { .. } => "IO_ERROR",
+            Self::AgentNotFound(_) => ErrorCode::AgentNotFound,
+            Self::AgentNameInvalid(_) => ErrorCode::AgentNameInvalid,
+            Self::CommandNotFound { .. } => ErrorCode::CommandNotFound,
+            Self::CommandInvalid(_) => ErrorCode::CommandInvalid,
+            Self::AgentInvalid { .. } => ErrorCode::AgentInvalid,
+            Self::Io { .. } => ErrorCode::IoError,
         }
     }
 }

@@ -13,6 +13,7 @@
 //! whose terminal does not come within [`INTERRUPT_GRACE`] gets one made here. A second
 //! signal stops waiting at once. Commands not yet started are not run and print nothing.
 
+use cmdr_executors::ErrorCode;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -248,7 +249,7 @@ async fn combined(
             result.command_id = stream.inner.command_id();
             result.command_type = stream.inner.command_type();
         }
-        if result.error_code.as_deref() == Some("INCOMPLETE_STREAM") {
+        if result.error_code.as_deref() == Some(ErrorCode::IncompleteStream.as_str()) {
             let lost = lost(&stream.inner, true);
             (result.error, result.error_code) = (lost.error, lost.error_code);
         }
@@ -322,18 +323,18 @@ impl<S: CommandStream> Stream for Interruptible<S> {
 /// The terminal of a command whose stream ended without one (or did not end in time after
 /// an interruption).
 fn lost(stream: &impl CommandStream, interrupted: bool) -> OutputResult {
-    let (error, code) = if interrupted {
+    let (error, code): (String, ErrorCode) = if interrupted {
         (
             format!(
                 "interrupted; the command did not end within {}s of being cancelled",
                 INTERRUPT_GRACE.as_secs()
             ),
-            "CANCELLED",
+            ErrorCode::Cancelled,
         )
     } else {
         (
             "the stream ended without a terminal result".to_owned(),
-            "INCOMPLETE_STREAM",
+            ErrorCode::IncompleteStream,
         )
     };
     OutputResult {
@@ -343,7 +344,7 @@ fn lost(stream: &impl CommandStream, interrupted: bool) -> OutputResult {
         message: String::new(),
         error,
         result_data: String::new(),
-        error_code: Some(code.to_owned()),
+        error_code: Some(code.into()),
         exit_code: None,
         final_cwd: None,
         duration_ms: None,

@@ -17,9 +17,10 @@
 //!   `REQUEST_USER_INPUT` questions waiting for an answer, sorted by id (no keys).
 
 use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use cmdr_executors::ErrorCode;
 use cmdr_executors::{combine_output_results_limited, decode_command_slice};
 use serde::{Deserialize, Serialize};
 
@@ -135,8 +136,8 @@ pub async fn cancel(
     ApiPath(command_id): ApiPath<String>,
 ) -> Result<Json<Cancelled>, ApiError> {
     if !state.app().registry.cancel(&command_id) {
-        return Err(ApiError::not_found(
-            "COMMAND_NOT_RUNNING",
+        return Err(ApiError::new(
+            ErrorCode::CommandNotRunning,
             format!("no command with id '{command_id}' is running"),
         ));
     }
@@ -154,8 +155,7 @@ pub async fn answer(
 ) -> Result<Json<Answered>, ApiError> {
     if !state.app().input_keys.may_answer(&command_id, &body.key) {
         return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "INPUT_FORBIDDEN",
+            ErrorCode::InputForbidden,
             "only the person may answer: send the question's key (the Cmdr-Input-Key header \
              of the POST /commands response that asked it) or the answer key of the web UI \
              address cmdr serve printed",
@@ -165,7 +165,7 @@ pub async fn answer(
         .app()
         .inputs
         .answer(&command_id, body.value)
-        .map_err(|e| ApiError::not_found("NOT_WAITING_FOR_INPUT", e.to_string()))?;
+        .map_err(|e| ApiError::new(ErrorCode::NotWaitingForInput, e.to_string()))?;
     Ok(Json(Answered {
         command_id,
         answered: true,

@@ -8,24 +8,22 @@
 //! failure's detail (it may name files or database internals): the detail goes to the
 //! log, the body says only that something failed inside cmdr.
 
-use std::borrow::Cow;
-
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use cmdr_executors::SubmitError;
+use cmdr_executors::{ErrorClass, ErrorCode, SubmitError};
 use serde::Serialize;
 
-use crate::service::{ErrorClass, ServiceError};
+use crate::service::ServiceError;
 
 /// The message of every 500: the detail is in the server log only.
 pub const INTERNAL_MESSAGE: &str = "cmdr failed internally; the details are in the server log";
 
-/// An HTTP error answer: a status and the `{"error","code","message"}` body.
+/// An HTTP error answer: the `{"error","code","message"}` body, with the status of the
+/// code's class ([`status_of`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
-    status: StatusCode,
-    code: Cow<'static, str>,
+    code: ErrorCode,
     message: String,
 }
 
@@ -38,35 +36,24 @@ struct Body<'a> {
 }
 
 impl ApiError {
-    /// An error with this status, stable code and message (the message is sent as is:
-    /// it must not contain internals).
-    pub fn new(
-        status: StatusCode,
-        code: impl Into<Cow<'static, str>>,
-        message: impl Into<String>,
-    ) -> Self {
+    /// An error with this stable code and message (the message is sent as is: it must not
+    /// contain internals).
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            status,
-            code: code.into(),
+            code,
             message: message.into(),
         }
     }
 
     /// 400 `INVALID_REQUEST`.
     pub fn invalid_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "INVALID_REQUEST", message)
-    }
-
-    /// 404 with this code.
-    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, code, message)
+        Self::new(ErrorCode::InvalidRequest, message)
     }
 
     /// 413 `PAYLOAD_TOO_LARGE`.
     pub fn payload_too_large(limit: usize) -> Self {
         Self::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "PAYLOAD_TOO_LARGE",
+            ErrorCode::PayloadTooLarge,
             format!("the request body is larger than the limit of {limit} bytes"),
         )
     }
@@ -74,21 +61,17 @@ impl ApiError {
     /// 500 `INTERNAL_ERROR` with the generic message; `detail` is logged, never sent.
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         tracing::error!(error = %detail, "internal error answering an HTTP request");
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "INTERNAL_ERROR",
-            INTERNAL_MESSAGE,
-        )
+        Self::new(ErrorCode::InternalError, INTERNAL_MESSAGE)
     }
 
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
-        self.status
+        status_of(self.code.class())
     }
 
     /// The stable code.
-    pub fn code(&self) -> &str {
-        &self.code
+    pub fn code(&self) -> ErrorCode {
+        self.code
     }
 
     /// The message sent.
@@ -97,30 +80,46 @@ impl ApiError {
     }
 }
 
-/// The `error` word of a status.
-fn error_word(status: StatusCode) -> &'static str {
-    match status {
-        StatusCode::BAD_REQUEST => "invalid_request",
-        StatusCode::UNAUTHORIZED => "unauthorized",
-        StatusCode::FORBIDDEN => "forbidden",
-        StatusCode::NOT_FOUND => "not_found",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::CONFLICT => "conflict",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
-        StatusCode::INTERNAL_SERVER_ERROR => "internal",
-        _ => "error",
+/// The HTTP status of every class. `Failed` names how a command ended, never a refusal;
+/// should one reach here, it is cmdr's fault (500).
+pub fn status_of(class: ErrorClass) -> StatusCode {
+    match class {
+        ErrorClass::Invalid => StatusCode::BAD_REQUEST,
+        ErrorClass::Unauthorized => StatusCode::UNAUTHORIZED,
+        ErrorClass::Forbidden => StatusCode::FORBIDDEN,
+        ErrorClass::NotFound => StatusCode::NOT_FOUND,
+        ErrorClass::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        ErrorClass::Conflict => StatusCode::CONFLICT,
+        ErrorClass::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorClass::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorClass::Internal | ErrorClass::Failed => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The `error` word of a class.
+fn error_word(class: ErrorClass) -> &'static str {
+    match class {
+        ErrorClass::Invalid => "invalid_request",
+        ErrorClass::Unauthorized => "unauthorized",
+        ErrorClass::Forbidden => "forbidden",
+        ErrorClass::NotFound => "not_found",
+        ErrorClass::MethodNotAllowed => "method_not_allowed",
+        ErrorClass::Conflict => "conflict",
+        ErrorClass::PayloadTooLarge => "payload_too_large",
+        ErrorClass::Unavailable => "unavailable",
+        ErrorClass::Internal | ErrorClass::Failed => "internal",
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let class = self.code.class();
         let body = Body {
-            error: error_word(self.status),
-            code: &self.code,
+            error: error_word(class),
+            code: self.code.as_str(),
             message: &self.message,
         };
-        (self.status, Json(body)).into_response()
+        (status_of(class), Json(body)).into_response()
     }
 }
 
@@ -128,7 +127,7 @@ impl IntoResponse for ApiError {
 pub fn public_message(error: &ServiceError) -> String {
     match error.class() {
         ErrorClass::Internal => {
-            tracing::error!(code = error.code(), error = %error, "internal error of the agent service");
+            tracing::error!(code = %error.code(), error = %error, "internal error of the agent service");
             INTERNAL_MESSAGE.to_owned()
         }
         _ => error.to_string(),
@@ -137,15 +136,8 @@ pub fn public_message(error: &ServiceError) -> String {
 
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> Self {
-        let status = match error.class() {
-            ErrorClass::NotFound => StatusCode::NOT_FOUND,
-            ErrorClass::Invalid => StatusCode::BAD_REQUEST,
-            ErrorClass::Conflict => StatusCode::CONFLICT,
-            ErrorClass::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorClass::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        };
         let message = public_message(&error);
-        Self::new(status, error.code(), message)
+        Self::new(error.code(), message)
     }
 }
 
@@ -154,19 +146,14 @@ impl From<SubmitError> for ApiError {
     /// `DUPLICATE_COMMAND_ID`, a registry shutting down 503 `SHUTTING_DOWN`, a command
     /// type nobody serves 400 `UNSUPPORTED_COMMAND_TYPE`.
     fn from(error: SubmitError) -> Self {
-        let status = match error {
-            SubmitError::DuplicateId(_) => StatusCode::CONFLICT,
-            SubmitError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            SubmitError::NotRegistered(_) => StatusCode::BAD_REQUEST,
-        };
-        Self::new(status, error.code(), error.to_string())
+        Self::new(error.code(), error.to_string())
     }
 }
 
 /// Fallback for paths no route serves: 404 `ROUTE_NOT_FOUND`.
 pub async fn route_not_found(method: Method, uri: Uri) -> ApiError {
-    ApiError::not_found(
-        "ROUTE_NOT_FOUND",
+    ApiError::new(
+        ErrorCode::RouteNotFound,
         format!("no route for {method} {}", uri.path()),
     )
 }
@@ -175,8 +162,7 @@ pub async fn route_not_found(method: Method, uri: Uri) -> ApiError {
 /// `METHOD_NOT_ALLOWED` (axum adds the `Allow` header).
 pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
     ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "METHOD_NOT_ALLOWED",
+        ErrorCode::MethodNotAllowed,
         format!("{} does not accept {method}", uri.path()),
     )
 }

@@ -166,7 +166,10 @@ mod tests {
             Err(e) => {
                 assert_eq!(
                     (e.status(), e.code()),
-                    (StatusCode::BAD_REQUEST, "INVALID_REQUEST")
+                    (
+                        StatusCode::BAD_REQUEST,
+                        cmdr_executors::ErrorCode::InvalidRequest
+                    )
                 );
                 e.message().to_owned()
             }

@@ -19,9 +19,10 @@
 //! rule on every method: no page has business there.
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderName, Method, StatusCode};
+use axum::http::{header, HeaderName, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use cmdr_executors::ErrorCode;
 
 use super::error::ApiError;
 use super::HttpState;
@@ -62,8 +63,7 @@ fn refusal(request: &Request, has_token: bool, every_method: bool) -> Option<Api
     let host = request_host(request);
     if !has_token && host.as_deref().is_some_and(|host| !is_loopback_host(host)) {
         return Some(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "FORBIDDEN_HOST",
+            ErrorCode::ForbiddenHost,
             "without an auth token cmdr only answers requests addressed to a loopback host (localhost, 127.0.0.1, [::1])",
         ));
     }
@@ -82,8 +82,7 @@ fn refusal(request: &Request, has_token: bool, every_method: bool) -> Option<Api
         .is_some_and(|(origin, host)| same_origin(origin, host));
     (!same).then(|| {
         ApiError::new(
-            StatusCode::FORBIDDEN,
-            "FORBIDDEN_ORIGIN",
+            ErrorCode::ForbiddenOrigin,
             "cross-origin requests are refused: cmdr only accepts browser requests from its own origin",
         )
     })
@@ -91,8 +90,7 @@ fn refusal(request: &Request, has_token: bool, every_method: bool) -> Option<Api
 
 fn duplicate(name: &HeaderName) -> ApiError {
     ApiError::new(
-        StatusCode::BAD_REQUEST,
-        "DUPLICATE_HEADER",
+        ErrorCode::DuplicateHeader,
         format!("the request has more than one {name} header"),
     )
 }

@@ -16,6 +16,7 @@
 //!
 //! HTTP/2 is not offered (clients of a plain-text local server speak HTTP/1.1).
 
+use cmdr_executors::ErrorCode;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -269,7 +270,12 @@ async fn refuse(mut stream: TcpStream) {
     {
         return;
     }
-    let body = r#"{"error":"unavailable","code":"TOO_MANY_CONNECTIONS","message":"cmdr is serving as many connections as it may; try again shortly"}"#;
+    let body = serde_json::json!({
+        "error": "unavailable",
+        "code": ErrorCode::TooManyConnections.as_str(),
+        "message": "cmdr is serving as many connections as it may; try again shortly",
+    })
+    .to_string();
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
          content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",

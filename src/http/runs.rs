@@ -123,7 +123,7 @@ impl Runs {
 /// A refusal as a failed outcome.
 fn failed(error: &ServiceError) -> RunOutcome {
     RunOutcome::Failed {
-        code: error.code().to_owned(),
+        code: error.code().into(),
         message: public_message(error),
     }
 }

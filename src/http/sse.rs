@@ -12,6 +12,7 @@
 //! (`PreparedRun::run`), so a client may start its next run the moment it reads `done`.
 //! Dropping the body (client gone) drops the run's guard: the run stops.
 
+use cmdr_executors::ErrorCode;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -68,7 +69,7 @@ pub fn agent_events(
                     tracing::error!("an agent run ended without a final event");
                     reader.done = true;
                     let event = AgentEvent::Error {
-                        code: "INTERNAL_ERROR".to_owned(),
+                        code: ErrorCode::InternalError.into(),
                         message: INTERNAL_MESSAGE.to_owned(),
                     };
                     return Some((Ok(json_event(&event)), reader));
@@ -116,7 +117,7 @@ fn json_event<T: Serialize>(value: &T) -> Event {
         Err(e) => {
             tracing::error!(error = %e, "could not serialize an SSE event");
             let event = AgentEvent::Error {
-                code: "INTERNAL_ERROR".to_owned(),
+                code: ErrorCode::InternalError.into(),
                 message: INTERNAL_MESSAGE.to_owned(),
             };
             let json = serde_json::to_string(&event).unwrap_or_default();

@@ -1,5 +1,7 @@
 //! Every way a model call can fail, with stable string codes.
 
+use cmdr_executors::ErrorCode;
+
 /// Why the model gave no (complete) answer. Messages never contain the API key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LlmError {
@@ -35,13 +37,13 @@ pub enum LlmError {
 
 impl LlmError {
     /// The stable code of this error, as sent in `error` events.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Self::NotConfigured(_) | Self::Connect { .. } => "LLM_UNAVAILABLE",
-            Self::Http { .. } => "LLM_HTTP_ERROR",
-            Self::Malformed(_) => "LLM_BAD_STREAM",
-            Self::Timeout(_) => "LLM_TIMEOUT",
-            Self::StreamCut(_) => "LLM_STREAM_CUT",
+            Self::NotConfigured(_) | Self::Connect { .. } => ErrorCode::LlmUnavailable,
+            Self::Http { .. } => ErrorCode::LlmHttpError,
+            Self::Malformed(_) => ErrorCode::LlmBadStream,
+            Self::Timeout(_) => ErrorCode::LlmTimeout,
+            Self::StreamCut(_) => ErrorCode::LlmStreamCut,
         }
     }
 }

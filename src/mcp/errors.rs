@@ -1,18 +1,19 @@
 //! How refusals become JSON-RPC errors (SPEC §7): the stable code always travels in
 //! `data.code`, the JSON-RPC `code` says what kind of refusal it is.
 //!
-//! | service error | JSON-RPC `code` |
+//! | class of the code ([`ErrorClass`]) | JSON-RPC `code` |
 //! |---|---|
-//! | invalid arguments (schema), `INVALID_REQUEST`, `COMMAND_*`, `WORKING_FOLDER_*`, `AGENT_NOT_FOUND`, `CONVERSATION_NOT_FOUND`, `AGENT_MISMATCH`, … | `-32602` (invalid params) |
-//! | `RUN_IN_PROGRESS` | `409` |
-//! | `LLM_UNAVAILABLE` | `503` |
-//! | `STORE_ERROR`, `IO_ERROR`, `INTERNAL_ERROR` | `-32603` (internal error, generic message) |
+//! | `Invalid`, `NotFound` (invalid arguments (schema), `INVALID_REQUEST`, `COMMAND_*`, `WORKING_FOLDER_*`, `AGENT_NOT_FOUND`, `CONVERSATION_NOT_FOUND`, `AGENT_MISMATCH`, …) | `-32602` (invalid params) |
+//! | `Conflict` (`RUN_IN_PROGRESS`) | `409` |
+//! | `Unavailable` (`LLM_UNAVAILABLE`) | `503` |
+//! | `Internal` (`STORE_ERROR`, `IO_ERROR`, `INTERNAL_ERROR`) and the classes no service error has (`Unauthorized`, `Forbidden`, `MethodNotAllowed`, `PayloadTooLarge`, `Failed`) | `-32603` (internal error, generic message) |
 
+use cmdr_executors::ErrorClass;
 use rmcp::model::ErrorCode;
 use rmcp::ErrorData;
 use serde_json::json;
 
-use crate::service::{ErrorClass, ServiceError};
+use crate::service::ServiceError;
 
 /// JSON-RPC code of `RUN_IN_PROGRESS` (HTTP's "conflict", as SPEC §7 asks).
 pub const RUN_IN_PROGRESS: ErrorCode = ErrorCode(409);
@@ -26,13 +27,13 @@ pub fn invalid_params(message: impl Into<String>) -> ErrorData {
     ErrorData::new(
         ErrorCode::INVALID_PARAMS,
         message.into(),
-        Some(json!({ "code": "INVALID_REQUEST" })),
+        Some(json!({ "code": cmdr_executors::ErrorCode::InvalidRequest.as_str() })),
     )
 }
 
 /// The JSON-RPC error for a refusal of the agent service.
 pub fn service_error(error: &ServiceError) -> ErrorData {
-    let code = error.code();
+    let code = error.code().as_str();
     let data = Some(json!({ "code": code }));
     match error.class() {
         ErrorClass::NotFound | ErrorClass::Invalid => {
@@ -40,7 +41,12 @@ pub fn service_error(error: &ServiceError) -> ErrorData {
         }
         ErrorClass::Conflict => ErrorData::new(RUN_IN_PROGRESS, error.to_string(), data),
         ErrorClass::Unavailable => ErrorData::new(LLM_UNAVAILABLE, error.to_string(), data),
-        ErrorClass::Internal => {
+        ErrorClass::Internal
+        | ErrorClass::Unauthorized
+        | ErrorClass::Forbidden
+        | ErrorClass::MethodNotAllowed
+        | ErrorClass::PayloadTooLarge
+        | ErrorClass::Failed => {
             tracing::error!(code, error = %error, "an MCP tool failed");
             internal(code)
         }

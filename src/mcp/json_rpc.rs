@@ -10,6 +10,7 @@
 //! - `initialize` without a session while [`SessionLimits::max_sessions`] sessions are
 //!   open: HTTP 503 with `-32000` and `data.code` `TOO_MANY_SESSIONS`.
 
+use cmdr_executors::ErrorCode;
 use std::sync::Arc;
 
 use axum::body::{to_bytes, Body};
@@ -149,7 +150,7 @@ fn valid_id(id: &Value) -> bool {
 fn rpc_error(status: StatusCode, code: i64, message: &str, id: Option<Value>) -> Response {
     let mut error = json!({ "code": code, "message": message });
     if code == SERVER_BUSY {
-        error["data"] = json!({ "code": "TOO_MANY_SESSIONS" });
+        error["data"] = json!({ "code": ErrorCode::TooManySessions.as_str() });
     }
     let body = json!({ "jsonrpc": "2.0", "id": id.unwrap_or(Value::Null), "error": error });
     (status, Json(body)).into_response()

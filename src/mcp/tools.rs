@@ -210,7 +210,7 @@ fn tool<P: JsonSchema + 'static>(
 ) -> Result<Tool, ErrorData> {
     let schema = schema_for_input::<P>().map_err(|e| {
         tracing::error!(tool = name, error = %e, "bad input schema");
-        internal("INTERNAL_ERROR")
+        internal(cmdr_executors::ErrorCode::InternalError.as_str())
     })?;
     Ok(Tool::new(name, description, schema).with_annotations(annotations))
 }

@@ -13,6 +13,7 @@
 //! Settings apply when a stream or the consumer is created; existing ones are used as
 //! they are. Works with nats-server 2.9.10.
 
+use cmdr_executors::ErrorCode;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
@@ -69,8 +70,8 @@ impl DurableError {
     }
 
     /// The stable code.
-    pub fn code(&self) -> &'static str {
-        "JETSTREAM_ERROR"
+    pub fn code(&self) -> ErrorCode {
+        ErrorCode::JetstreamError
     }
 }
 

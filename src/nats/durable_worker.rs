@@ -10,6 +10,7 @@
 //! command is failed with `REDELIVERY_LIMIT`. Stopped by this worker's shutdown, a
 //! command is not failed but handed back (NAK) for another worker to run.
 
+use cmdr_executors::ErrorCode;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -205,7 +206,7 @@ fn gave_up(id: &str, command_type: &str, limit: i64) -> OutputResult {
         message: "Command abandoned.".to_owned(),
         error: format!("workers stopped while running this command {limit} times; not retried"),
         result_data: String::new(),
-        error_code: Some("REDELIVERY_LIMIT".to_owned()),
+        error_code: Some(ErrorCode::RedeliveryLimit.into()),
         exit_code: None,
         final_cwd: None,
         duration_ms: None,

@@ -14,6 +14,7 @@
 //! `WORKER_LOST`, one that lost the results with `RESULTS_LOST` — never a stream that
 //! waits for ever.
 
+use cmdr_executors::ErrorCode;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -68,15 +69,15 @@ pub enum ProducerError {
 
 impl ProducerError {
     /// The stable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ProducerError::InvalidId(_) => "INVALID_COMMAND",
-            ProducerError::NoWorkers(_) => "NO_WORKERS",
-            ProducerError::NotAccepted(_) => "NOT_ACCEPTED",
-            ProducerError::NotWaiting(_) => "NOT_WAITING",
-            ProducerError::Nats(_) => "NATS_ERROR",
-            ProducerError::WorkerLost(_) => "WORKER_LOST",
-            ProducerError::ResultsLost(_) => "RESULTS_LOST",
+            ProducerError::InvalidId(_) => ErrorCode::InvalidCommand,
+            ProducerError::NoWorkers(_) => ErrorCode::NoWorkers,
+            ProducerError::NotAccepted(_) => ErrorCode::NotAccepted,
+            ProducerError::NotWaiting(_) => ErrorCode::NotWaiting,
+            ProducerError::Nats(_) => ErrorCode::NatsError,
+            ProducerError::WorkerLost(_) => ErrorCode::WorkerLost,
+            ProducerError::ResultsLost(_) => ErrorCode::ResultsLost,
         }
     }
 }
@@ -322,7 +323,7 @@ fn rejected(command_id: &str, command_type: &str, e: &ProducerError) -> OutputRe
         message: "Command rejected before execution.".to_owned(),
         error: e.to_string(),
         result_data: String::new(),
-        error_code: Some(e.code().to_owned()),
+        error_code: Some(e.code().into()),
         exit_code: None,
         final_cwd: None,
         duration_ms: None,

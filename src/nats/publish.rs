@@ -2,6 +2,7 @@
 //! the server's `max_payload`, and — in durable mode — the terminal result confirmed
 //! stored in `CMDR_RESULTS` before the command is acknowledged.
 
+use cmdr_executors::ErrorCode;
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -57,7 +58,9 @@ impl Publisher {
     pub(super) async fn publish_all(&self, mut stream: ResultStream) -> Published {
         let subject = subjects::results(stream.command_id());
         while let Some(result) = stream.next().await {
-            if self.durable.is_some() && result.error_code.as_deref() == Some("SHUTTING_DOWN") {
+            if self.durable.is_some()
+                && result.error_code.as_deref() == Some(ErrorCode::ShuttingDown.as_str())
+            {
                 return Published::Redeliver;
             }
             if let Err(e) = self.publish(&subject, &result).await {

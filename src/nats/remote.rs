@@ -6,6 +6,7 @@
 //! HTTP and MCP run commands on the pool without knowing where they run. Cancelling the
 //! local command (or dropping its stream) cancels the remote one.
 
+use cmdr_executors::ErrorCode;
 use cmdr_executors::{
     Command, CommandType, ExecContext, ExecFuture, ExecutionStatus, Executor, Outcome,
     OutputResult, Registry,
@@ -66,7 +67,7 @@ impl Executor for RemoteExecutor {
                         "Lost the remote command.",
                         "the result stream ended early",
                     )
-                    .with_error_code("EXECUTOR_LOST"));
+                    .with_error_code(ErrorCode::ExecutorLost));
                 };
                 if result.status.is_terminal() {
                     return Ok(outcome_of(result));

@@ -11,6 +11,7 @@
 //! started with `SHUTTING_DOWN`, let running ones finish within the grace (then cancel
 //! them), publish every terminal result, flush.
 
+use cmdr_executors::ErrorCode;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,9 +72,9 @@ pub enum WorkerError {
 
 impl WorkerError {
     /// The stable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            WorkerError::Subscribe { .. } => "NATS_SUBSCRIBE_FAILED",
+            WorkerError::Subscribe { .. } => ErrorCode::NatsSubscribeFailed,
             WorkerError::Durable(e) => e.code(),
         }
     }

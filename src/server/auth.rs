@@ -6,6 +6,7 @@ use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use cmdr_executors::ErrorCode;
 
 use super::AppState;
 
@@ -26,7 +27,7 @@ pub async fn require_token(
     }
     let body = serde_json::json!({
         "error": "unauthorized",
-        "code": "UNAUTHORIZED",
+        "code": ErrorCode::Unauthorized.as_str(),
         "message": "a valid 'Authorization: Bearer <token>' header is required",
     });
     let mut response = (StatusCode::UNAUTHORIZED, Json(body)).into_response();

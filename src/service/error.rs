@@ -1,23 +1,9 @@
 //! Why a run or a lookup was refused, with the stable codes every transport sends
-//! (SPEC §5) and the class each maps to (404, 400, 409, 503, 500).
+//! (SPEC §5); each code's [`ErrorClass`] decides how transports present it.
 
 use crate::agents::AgentError;
 use crate::store::StoreError;
-
-/// How a transport should present an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// Something named does not exist (HTTP 404).
-    NotFound,
-    /// The request itself is wrong (HTTP 400, JSON-RPC -32602).
-    Invalid,
-    /// The conversation is busy (HTTP 409).
-    Conflict,
-    /// No model can be asked (HTTP 503).
-    Unavailable,
-    /// cmdr's own fault (HTTP 500); the message stays free of internals.
-    Internal,
-}
+use cmdr_executors::{ErrorClass, ErrorCode};
 
 /// Everything the agent service can refuse.
 #[derive(Debug, thiserror::Error)]
@@ -66,32 +52,24 @@ pub enum ServiceError {
 
 impl ServiceError {
     /// The stable code (`AGENT_NOT_FOUND`, `RUN_IN_PROGRESS`, …).
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
             Self::Agent(e) => e.code(),
             Self::Store(e) => e.code(),
-            Self::RunInProgress(_) => "RUN_IN_PROGRESS",
-            Self::WorkingFolderInvalid(_) => "WORKING_FOLDER_INVALID",
-            Self::WorkingFolderNotFound(_) => "WORKING_FOLDER_NOT_FOUND",
-            Self::PathNotAllowed(_) => "PATH_NOT_ALLOWED",
-            Self::AgentMismatch { .. } => "AGENT_MISMATCH",
-            Self::ConversationArchived(_) => "CONVERSATION_ARCHIVED",
-            Self::LlmUnavailable => "LLM_UNAVAILABLE",
-            Self::InvalidRequest(_) => "INVALID_REQUEST",
-            Self::Internal(_) => "INTERNAL_ERROR",
+            Self::RunInProgress(_) => ErrorCode::RunInProgress,
+            Self::WorkingFolderInvalid(_) => ErrorCode::WorkingFolderInvalid,
+            Self::WorkingFolderNotFound(_) => ErrorCode::WorkingFolderNotFound,
+            Self::PathNotAllowed(_) => ErrorCode::PathNotAllowed,
+            Self::AgentMismatch { .. } => ErrorCode::AgentMismatch,
+            Self::ConversationArchived(_) => ErrorCode::ConversationArchived,
+            Self::LlmUnavailable => ErrorCode::LlmUnavailable,
+            Self::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            Self::Internal(_) => ErrorCode::InternalError,
         }
     }
 
-    /// How transports present it.
+    /// How transports present it (the code's class).
     pub fn class(&self) -> ErrorClass {
-        match self.code() {
-            "AGENT_NOT_FOUND" | "COMMAND_NOT_FOUND" | "CONVERSATION_NOT_FOUND" => {
-                ErrorClass::NotFound
-            }
-            "RUN_IN_PROGRESS" => ErrorClass::Conflict,
-            "LLM_UNAVAILABLE" => ErrorClass::Unavailable,
-            "STORE_ERROR" | "IO_ERROR" | "INTERNAL_ERROR" => ErrorClass::Internal,
-            _ => ErrorClass::Invalid,
-        }
+        self.code().class()
     }
 }

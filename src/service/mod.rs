@@ -22,7 +22,8 @@ use crate::agent::{AgentEvent, AgentLoop, Message, Role, RunOptions, RunOutcome,
 use crate::agents::{AgentCatalog, AgentSummary, CommandEntry};
 use crate::store::{Conversation, Store, StoreError, StoredTurn};
 
-pub use error::{ErrorClass, ServiceError};
+pub use cmdr_executors::ErrorClass;
+pub use error::ServiceError;
 pub use locks::{Busy, RunGuard, RunLocks};
 pub use prepare::RunTarget;
 pub use run::{PreparedRun, RunInfo};

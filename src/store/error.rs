@@ -1,5 +1,6 @@
 //! [`StoreError`]: what a store operation can fail with, each with a stable code.
 
+use cmdr_executors::ErrorCode;
 use thiserror::Error;
 
 /// Why a store operation failed.
@@ -19,11 +20,11 @@ pub enum StoreError {
 
 impl StoreError {
     /// The stable code, identical across transports.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Self::ConversationNotFound(_) => "CONVERSATION_NOT_FOUND",
-            Self::ConversationExists(_) => "CONVERSATION_EXISTS",
-            Self::Database(_) => "STORE_ERROR",
+            Self::ConversationNotFound(_) => ErrorCode::ConversationNotFound,
+            Self::ConversationExists(_) => ErrorCode::ConversationExists,
+            Self::Database(_) => ErrorCode::StoreError,
         }
     }
 }

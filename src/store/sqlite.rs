@@ -248,7 +248,7 @@ mod tests {
         std::fs::write(&blocker, "a file, not a directory").unwrap();
         let err = SqliteStore::open(&blocker.join("cmdr.sqlite3")).unwrap_err();
         let message = err.to_string();
-        assert_eq!(err.code(), "STORE_ERROR");
+        assert_eq!(err.code(), cmdr_executors::ErrorCode::StoreError);
         assert!(message.contains("cmdr.sqlite3"), "{message}");
         assert!(!message.contains("secret-dir"), "{message}");
     }

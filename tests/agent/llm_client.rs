@@ -166,7 +166,7 @@ async fn http_500_gives_the_provider_message() {
             message: "The model is overloaded".into()
         }
     );
-    assert_eq!(error.code(), "LLM_HTTP_ERROR");
+    assert_eq!(error.code(), cmdr::executors::ErrorCode::LlmHttpError);
 }
 
 #[tokio::test]
@@ -306,7 +306,7 @@ async fn malformed_payload_fails_after_the_good_chunks() {
         panic!("{error:?}")
     };
     assert!(message.contains("{not json at all"), "{message}");
-    assert_eq!(error.code(), "LLM_BAD_STREAM");
+    assert_eq!(error.code(), cmdr::executors::ErrorCode::LlmBadStream);
 }
 
 #[tokio::test]
@@ -358,7 +358,7 @@ async fn connection_dropped_mid_stream_is_stream_cut_after_the_chunks() {
     );
     let error = error.unwrap();
     assert!(matches!(error, LlmError::StreamCut(_)), "{error:?}");
-    assert_eq!(error.code(), "LLM_STREAM_CUT");
+    assert_eq!(error.code(), cmdr::executors::ErrorCode::LlmStreamCut);
 }
 
 #[tokio::test]
@@ -388,7 +388,7 @@ async fn connection_refused_is_llm_unavailable() {
         panic!("{error:?}")
     };
     assert_eq!(url, &format!("http://127.0.0.1:{port}/v1/chat/completions"));
-    assert_eq!(error.code(), "LLM_UNAVAILABLE");
+    assert_eq!(error.code(), cmdr::executors::ErrorCode::LlmUnavailable);
     let text = error.to_string();
     assert!(
         !text.contains(KEY) && !text.contains("pw") && !text.contains("key=q"),
@@ -409,7 +409,10 @@ async fn silence_longer_than_the_idle_timeout_is_a_timeout() {
 
     assert_eq!(texts, ["still ", "thinking"]);
     assert_eq!(error, Some(LlmError::Timeout(1)));
-    assert_eq!(error.unwrap().code(), "LLM_TIMEOUT");
+    assert_eq!(
+        error.unwrap().code(),
+        cmdr::executors::ErrorCode::LlmTimeout
+    );
     // Timing out closes the connection.
     llm.wait_disconnects(1).await;
 }
@@ -475,7 +478,7 @@ fn config_names_every_missing_variable() {
     };
     assert!(message.contains("CMDR_LLM_BASE_URL"), "{message}");
     assert!(message.contains("CMDR_LLM_MODEL"), "{message}");
-    assert_eq!(error.code(), "LLM_UNAVAILABLE");
+    assert_eq!(error.code(), cmdr::executors::ErrorCode::LlmUnavailable);
 
     let error = LlmConfig::from_lookup(lookup(&[
         ("CMDR_LLM_BASE_URL", "http://x/v1"),

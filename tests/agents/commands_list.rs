@@ -156,7 +156,11 @@ fn unknown_agent_is_agent_not_found() {
     fx.agent("helper");
     for agent in ["nobody", "", "../helper", "helper/..", ".hidden", "a\\b"] {
         let err = fx.catalog().list_commands(agent).unwrap_err();
-        assert_eq!(err.code(), "AGENT_NOT_FOUND", "{agent:?}: {err}");
+        assert_eq!(
+            err.code(),
+            cmdr::executors::ErrorCode::AgentNotFound,
+            "{agent:?}: {err}"
+        );
     }
     let err = fx.catalog().list_commands("nobody").unwrap_err();
     assert_eq!(err.to_string(), "agent `nobody` not found");
@@ -168,7 +172,7 @@ fn a_file_agent_is_not_an_agent() {
     fx.agent("helper");
     fs::write(fx.catalog().dir().join("loose_file"), "x").unwrap();
     let err = fx.catalog().list_commands("loose_file").unwrap_err();
-    assert_eq!(err.code(), "AGENT_NOT_FOUND");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::AgentNotFound);
 }
 
 #[test]

@@ -55,7 +55,7 @@ fn an_unknown_key_is_agent_invalid_naming_the_file_and_the_key() {
         "description = \"ok\"\ntemperature = 0.2\n",
     );
     let err = fx.catalog().agent("typo").unwrap_err();
-    assert_eq!(err.code(), "AGENT_INVALID");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::AgentInvalid);
     let AgentError::AgentInvalid { agent, reason } = &err else {
         panic!("{err:?}");
     };
@@ -81,7 +81,7 @@ fn max_iterations_must_be_between_1_and_100() {
         let result = fx.catalog().agent("a");
         assert_eq!(result.is_ok(), ok, "{value}: {result:?}");
         if let Err(err) = result {
-            assert_eq!(err.code(), "AGENT_INVALID");
+            assert_eq!(err.code(), cmdr::executors::ErrorCode::AgentInvalid);
             assert!(err.to_string().contains("max_iterations"), "{err}");
         }
     }
@@ -99,7 +99,11 @@ fn wrong_types_and_syntax_are_agent_invalid() {
     ] {
         fx.write("a", "config.toml", text);
         let err = fx.catalog().agent("a").unwrap_err();
-        assert_eq!(err.code(), "AGENT_INVALID", "{text}");
+        assert_eq!(
+            err.code(),
+            cmdr::executors::ErrorCode::AgentInvalid,
+            "{text}"
+        );
         assert!(err.to_string().contains("a/config.toml"), "{err}");
     }
 }
@@ -147,10 +151,14 @@ fn unknown_or_unsafe_agent_names_are_agent_not_found() {
         "file_agent",
     ] {
         let err = fx.catalog().agent(name).unwrap_err();
-        assert_eq!(err.code(), "AGENT_NOT_FOUND", "{name:?}");
+        assert_eq!(
+            err.code(),
+            cmdr::executors::ErrorCode::AgentNotFound,
+            "{name:?}"
+        );
     }
     let err = cmdr::agents::AgentCatalog::new("/no/such/dir".into())
         .agent("real")
         .unwrap_err();
-    assert_eq!(err.code(), "AGENT_NOT_FOUND");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::AgentNotFound);
 }

@@ -64,7 +64,11 @@ fn traversal_names_are_command_invalid_before_touching_the_disk() {
         "x/../../etc/passwd",
     ] {
         let err = catalog.load_command("no_such_agent", name).unwrap_err();
-        assert_eq!(err.code(), "COMMAND_INVALID", "{name:?}: {err}");
+        assert_eq!(
+            err.code(),
+            cmdr::executors::ErrorCode::CommandInvalid,
+            "{name:?}: {err}"
+        );
     }
     let err = catalog.load_command("no_such_agent", "../bad").unwrap_err();
     assert_eq!(
@@ -92,7 +96,7 @@ fn traversal_cannot_reach_a_real_file_outside_commands() {
         .catalog()
         .load_command("helper", "../outside")
         .unwrap_err();
-    assert_eq!(err.code(), "COMMAND_INVALID");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::CommandInvalid);
 }
 
 #[test]
@@ -102,12 +106,12 @@ fn unknown_agent_is_agent_not_found() {
         .catalog()
         .load_command("nobody", "improve_plan")
         .unwrap_err();
-    assert_eq!(err.code(), "AGENT_NOT_FOUND");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::AgentNotFound);
     let err = fx
         .catalog()
         .load_command("../x", "improve_plan")
         .unwrap_err();
-    assert_eq!(err.code(), "AGENT_NOT_FOUND");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::AgentNotFound);
 }
 
 #[test]
@@ -119,7 +123,7 @@ fn missing_file_is_command_not_found() {
         .catalog()
         .load_command("helper", "improve_plan")
         .unwrap_err();
-    assert_eq!(err.code(), "COMMAND_NOT_FOUND");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::CommandNotFound);
     assert_eq!(
         err.to_string(),
         "agent `helper` has no command `improve_plan`"
@@ -129,7 +133,11 @@ fn missing_file_is_command_not_found() {
     fs::create_dir_all(fx.agent("helper").join("commands/dir.json")).unwrap();
     for name in ["improve_plan", "dir", "other.json"] {
         let err = fx.catalog().load_command("helper", name).unwrap_err();
-        assert_eq!(err.code(), "COMMAND_NOT_FOUND", "{name}");
+        assert_eq!(
+            err.code(),
+            cmdr::executors::ErrorCode::CommandNotFound,
+            "{name}"
+        );
     }
 }
 
@@ -146,7 +154,7 @@ fn invalid_file_is_command_invalid_naming_the_problem() {
     });
     fx.command("helper", "broken.json", &text.to_string());
     let err = fx.catalog().load_command("helper", "broken").unwrap_err();
-    assert_eq!(err.code(), "COMMAND_INVALID");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::CommandInvalid);
     assert_eq!(
         err.to_string(),
         "invalid command: helper/commands/broken.json: items[2].content[1]: must be a non-empty string"
@@ -154,7 +162,7 @@ fn invalid_file_is_command_invalid_naming_the_problem() {
 
     fx.command("helper", "syntax.json", "{\"Description\": ");
     let err = fx.catalog().load_command("helper", "syntax").unwrap_err();
-    assert_eq!(err.code(), "COMMAND_INVALID");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::CommandInvalid);
     assert!(err.to_string().contains("not valid JSON"), "{err}");
 }
 

@@ -168,7 +168,7 @@ async fn without_workers_submit_fails_at_once() {
     let c = command(json!({"commandType":"BASH_EXEC","command":"true"}));
     let started = std::time::Instant::now();
     let err = producer.submit(c).await.err().unwrap();
-    assert_eq!(err.code(), "NO_WORKERS");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::NoWorkers);
     assert!(started.elapsed() < Duration::from_secs(3));
     let stream = producer
         .submit_json("{\"commandType\":\"BASH_EXEC\",\"command\":\"true\"}")

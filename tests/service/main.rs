@@ -8,6 +8,7 @@ mod cli;
 #[path = "../agent/fake_llm.rs"]
 mod fake_llm;
 
+use cmdr::executors::ErrorCode;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,7 +121,7 @@ async fn run_command(
     Ok((info.conversation_id, outcome, events.await.unwrap()))
 }
 
-fn code(result: Result<impl std::fmt::Debug, ServiceError>) -> &'static str {
+fn code(result: Result<impl std::fmt::Debug, ServiceError>) -> ErrorCode {
     match result {
         Ok(v) => panic!("expected an error, got {v:?}"),
         Err(e) => {
@@ -305,7 +306,7 @@ async fn a_busy_conversation_refuses_a_second_run_while_others_proceed() {
                 .prepare_instruction(world.target(Some(&id)), "hi".into())
                 .await
         ),
-        "RUN_IN_PROGRESS"
+        ErrorCode::RunInProgress
     );
     assert_eq!(
         code(
@@ -313,7 +314,7 @@ async fn a_busy_conversation_refuses_a_second_run_while_others_proceed() {
                 .prepare_command(world.target(Some(&id)), "three")
                 .await
         ),
-        "RUN_IN_PROGRESS"
+        ErrorCode::RunInProgress
     );
     // Another conversation is not blocked.
     let (tx2, other_events) = collector();
@@ -374,27 +375,27 @@ async fn bad_names_and_files_are_refused_before_anything_runs() {
     for name in ["../bad", "a/b", "a\\b", ".."] {
         assert_eq!(
             code(service.prepare_command(world.target(None), name).await),
-            "COMMAND_INVALID",
+            ErrorCode::CommandInvalid,
             "{name}"
         );
     }
     assert_eq!(
         code(service.prepare_command(world.target(None), "broken").await),
-        "COMMAND_INVALID"
+        ErrorCode::CommandInvalid
     );
     assert_eq!(
         code(service.prepare_command(world.target(None), "missing").await),
-        "COMMAND_NOT_FOUND"
+        ErrorCode::CommandNotFound
     );
     let mut nobody = world.target(None);
     nobody.agent = "nobody".into();
     assert_eq!(
         code(service.prepare_command(nobody.clone(), "three").await),
-        "AGENT_NOT_FOUND"
+        ErrorCode::AgentNotFound
     );
     assert_eq!(
         code(service.prepare_instruction(nobody, "hi".into()).await),
-        "AGENT_NOT_FOUND"
+        ErrorCode::AgentNotFound
     );
     assert_eq!(
         code(
@@ -402,7 +403,7 @@ async fn bad_names_and_files_are_refused_before_anything_runs() {
                 .prepare_instruction(world.target(None), "  ".into())
                 .await
         ),
-        "INVALID_REQUEST"
+        ErrorCode::InvalidRequest
     );
     assert_eq!(llm.request_count(), 0);
     assert!(
@@ -420,7 +421,7 @@ async fn working_folder_rules() {
     target.working_folder = Some("relative/dir".into());
     assert_eq!(
         code(service.prepare_command(target.clone(), "three").await),
-        "WORKING_FOLDER_INVALID"
+        ErrorCode::WorkingFolderInvalid
     );
     target.working_folder = Some(world.dir.path().join("missing").display().to_string());
     assert_eq!(
@@ -429,7 +430,7 @@ async fn working_folder_rules() {
                 .prepare_instruction(target.clone(), "hi".into())
                 .await
         ),
-        "WORKING_FOLDER_NOT_FOUND"
+        ErrorCode::WorkingFolderNotFound
     );
     let folder = world.dir.path().join("chosen");
     std::fs::create_dir(&folder).unwrap();
@@ -470,7 +471,7 @@ async fn conversations_belong_to_one_agent_and_archived_ones_refuse_runs() {
                 .prepare_instruction(world.target(Some("no-such-id")), "hi".into())
                 .await
         ),
-        "CONVERSATION_NOT_FOUND"
+        ErrorCode::ConversationNotFound
     );
     let (tx, _events) = collector();
     let (info, _) = service
@@ -487,7 +488,7 @@ async fn conversations_belong_to_one_agent_and_archived_ones_refuse_runs() {
     other.agent = "other".into();
     assert_eq!(
         code(service.prepare_instruction(other, "hi".into()).await),
-        "AGENT_MISMATCH"
+        ErrorCode::AgentMismatch
     );
     service.set_archived(&id, true).await.unwrap();
     assert_eq!(
@@ -496,11 +497,11 @@ async fn conversations_belong_to_one_agent_and_archived_ones_refuse_runs() {
                 .prepare_instruction(world.target(Some(&id)), "hi".into())
                 .await
         ),
-        "CONVERSATION_ARCHIVED"
+        ErrorCode::ConversationArchived
     );
     assert_eq!(
         code(service.set_archived("no-such-id", true).await),
-        "CONVERSATION_NOT_FOUND"
+        ErrorCode::ConversationNotFound
     );
 }
 
@@ -510,7 +511,7 @@ async fn without_a_model_runs_are_refused_with_llm_unavailable() {
     let (service, store) = world.service(None);
     assert_eq!(
         code(service.prepare_command(world.target(None), "three").await),
-        "LLM_UNAVAILABLE"
+        ErrorCode::LlmUnavailable
     );
     assert!(store.conversations(None).await.unwrap().is_empty());
 }

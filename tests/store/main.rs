@@ -193,7 +193,7 @@ async fn turns_round_trip_every_field_in_order() {
 async fn unknown_conversation_is_conversation_not_found() {
     let (_dir, store) = fresh();
     let not_found = |err: StoreError| {
-        assert_eq!(err.code(), "CONVERSATION_NOT_FOUND");
+        assert_eq!(err.code(), cmdr::executors::ErrorCode::ConversationNotFound);
         assert_eq!(err, StoreError::ConversationNotFound("ghost".into()));
     };
     not_found(store.append_turn("ghost", &user("hi")).await.unwrap_err());
@@ -216,7 +216,7 @@ async fn duplicate_create_is_conversation_exists() {
         .create_conversation("dup", "coding_agent", None)
         .await
         .unwrap_err();
-    assert_eq!(err.code(), "CONVERSATION_EXISTS");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::ConversationExists);
     assert_eq!(err, StoreError::ConversationExists("dup".into()));
     let kept = store.conversation("dup").await.unwrap().unwrap();
     assert_eq!(kept.agent_name, first.agent_name);
@@ -578,7 +578,7 @@ fn a_database_from_a_newer_build_is_refused() {
         .unwrap();
     drop(conn);
     let err = SqliteStore::open(&path).unwrap_err();
-    assert_eq!(err.code(), "STORE_ERROR");
+    assert_eq!(err.code(), cmdr::executors::ErrorCode::StoreError);
     let message = err.to_string();
     assert!(message.contains("cmdr.sqlite3"), "{message}");
     assert!(

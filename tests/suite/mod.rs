@@ -5,6 +5,7 @@ mod cli;
 mod combine;
 mod confine;
 mod confine_race;
+mod error_codes;
 mod file_read;
 mod file_write;
 mod interrupt;

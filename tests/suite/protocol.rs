@@ -2,7 +2,7 @@
 //! rejected with errors that say what is wrong.
 
 use cmdr_executors::{
-    decode_command, BashExecCommand, Command, CommandType, ExecutionStatus, OutputResult,
+    decode_command, BashExecCommand, Command, CommandType, ErrorCode, ExecutionStatus, OutputResult,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -121,7 +121,7 @@ fn results_decode_with_error_and_result_data_absent_or_empty() {
     assert_eq!(absent, empty);
 }
 
-fn rejection(text: &str) -> (Option<String>, String, &'static str) {
+fn rejection(text: &str) -> (Option<String>, String, ErrorCode) {
     let failure = decode_command(text).expect_err("rejected");
     (
         failure.command_id.clone(),
@@ -134,7 +134,7 @@ fn rejection(text: &str) -> (Option<String>, String, &'static str) {
 fn unknown_type_is_named() {
     let (id, error, code) = rejection(r#"{"command_id":"u1","commandType":"RM_RF"}"#);
     assert_eq!(id.as_deref(), Some("u1"));
-    assert_eq!(code, "UNKNOWN_COMMAND_TYPE");
+    assert_eq!(code, ErrorCode::UnknownCommandType);
     assert!(
         error.contains("RM_RF") && error.contains("BASH_EXEC"),
         "{error}"
@@ -144,10 +144,13 @@ fn unknown_type_is_named() {
 #[test]
 fn missing_type_and_missing_fields_are_named() {
     let (_, error, code) = rejection(r#"{"command_id":"m1","command":"ls"}"#);
-    assert_eq!(code, "UNKNOWN_COMMAND_TYPE");
+    assert_eq!(code, ErrorCode::UnknownCommandType);
     assert!(error.contains("commandType"), "{error}");
     let (id, error, code) = rejection(r#"{"command_id":"m2","commandType":"BASH_EXEC"}"#);
-    assert_eq!((id.as_deref(), code), (Some("m2"), "INVALID_COMMAND"));
+    assert_eq!(
+        (id.as_deref(), code),
+        (Some("m2"), ErrorCode::InvalidCommand)
+    );
     assert!(error.contains("`command`"), "{error}");
     let (_, error, _) = rejection(r#"{"commandType":"FILE_WRITE","file_path":"/x"}"#);
     assert!(error.contains("`content`"), "{error}");
@@ -157,7 +160,7 @@ fn missing_type_and_missing_fields_are_named() {
 fn wrong_types_name_the_field_path() {
     let (_, error, code) =
         rejection(r#"{"commandType":"BASH_EXEC","command":"ls","timeout_ms":"soon"}"#);
-    assert_eq!(code, "INVALID_COMMAND");
+    assert_eq!(code, ErrorCode::InvalidCommand);
     assert!(error.contains("timeout_ms"), "{error}");
     let (_, error, _) = rejection(r#"{"commandType":"BASH_EXEC","command":"ls","env":{"A":1}}"#);
     assert!(error.contains("env.A"), "{error}");
@@ -168,11 +171,18 @@ fn wrong_types_name_the_field_path() {
 #[test]
 fn malformed_json_is_rejected_and_the_id_salvaged() {
     let (id, error, code) = rejection(r#"{"command_id":"broken-1","commandType":"BASH_EXEC","#);
-    assert_eq!((id.as_deref(), code), (Some("broken-1"), "MALFORMED_JSON"));
+    assert_eq!(
+        (id.as_deref(), code),
+        (Some("broken-1"), ErrorCode::MalformedJson)
+    );
     assert!(error.contains("malformed JSON"), "{error}");
     for text in ["", "   ", "[1,2]", "\"BASH_EXEC\"", "null", "{{", "\u{0}"] {
         let failure = decode_command(text).expect_err(text);
-        assert_eq!(failure.error.code(), "MALFORMED_JSON", "{text:?}");
+        assert_eq!(
+            failure.error.code(),
+            cmdr::executors::ErrorCode::MalformedJson,
+            "{text:?}"
+        );
     }
 }
 

@@ -50,7 +50,7 @@ mod tests {
     fn names_and_values_the_kernel_cannot_set_are_refused() {
         for (key, value) in [("A=B", "c"), ("", "x"), ("A\0B", "x"), ("OK", "a\0b")] {
             let err = check(Some(&env(&[(key, value)]))).unwrap_err();
-            assert_eq!(err.code(), "INVALID_INPUT", "{key:?}");
+            assert_eq!(err.code(), crate::ErrorCode::InvalidInput, "{key:?}");
             assert!(err.to_string().contains("env "), "{err}");
         }
         assert!(check(Some(&env(&[("PATH_2", "a=b c"), ("_x", "")]))).is_ok());

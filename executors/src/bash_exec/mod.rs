@@ -21,6 +21,7 @@ mod pump;
 mod sandbox;
 mod tree;
 
+use crate::ErrorCode;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::Arc;
@@ -192,15 +193,16 @@ fn outcome(status: ExitStatus, final_cwd: Option<String>, elapsed: Duration) -> 
         "Command finished in {}. Final CWD: {cwd_text}.",
         human_duration(elapsed)
     );
-    let mut outcome =
-        match (status.code(), signal_of(status)) {
-            (Some(0), _) => Outcome::succeeded(message),
-            (Some(code), _) => Outcome::failed(message, format!("exit status {code}"))
-                .with_error_code("EXIT_STATUS"),
-            (None, Some(signal)) => Outcome::failed(message, format!("killed by signal {signal}"))
-                .with_error_code("KILLED"),
-            (None, None) => Outcome::failed(message, "exited abnormally").with_error_code("KILLED"),
-        };
+    let mut outcome = match (status.code(), signal_of(status)) {
+        (Some(0), _) => Outcome::succeeded(message),
+        (Some(code), _) => Outcome::failed(message, format!("exit status {code}"))
+            .with_error_code(ErrorCode::ExitStatus),
+        (None, Some(signal)) => Outcome::failed(message, format!("killed by signal {signal}"))
+            .with_error_code(ErrorCode::Killed),
+        (None, None) => {
+            Outcome::failed(message, "exited abnormally").with_error_code(ErrorCode::Killed)
+        }
+    };
     outcome.exit_code = status.code();
     outcome.final_cwd = final_cwd;
     outcome

@@ -1,5 +1,6 @@
 //! [`PatchError`]: why a patch could not be applied, with a stable code per kind.
 
+use crate::ErrorCode;
 use std::fmt;
 
 /// Longest line excerpt quoted in an error message, in characters.
@@ -83,15 +84,17 @@ pub enum PatchError {
 impl PatchError {
     /// The stable code of this error (`PATCH_INVALID`, `PATCH_EMPTY`, `PATCH_MULTIPLE_FILES`,
     /// `PATCH_HUNK_FAILED`, `PATCH_TARGET_EXISTS`, `PATCH_TARGET_MISSING`, `PATCH_NO_CHANGE`).
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            PatchError::Invalid { .. } => "PATCH_INVALID",
-            PatchError::Empty => "PATCH_EMPTY",
-            PatchError::MultipleFiles { .. } => "PATCH_MULTIPLE_FILES",
-            PatchError::HunkFailed(_) | PatchError::DeleteIncomplete { .. } => "PATCH_HUNK_FAILED",
-            PatchError::TargetExists => "PATCH_TARGET_EXISTS",
-            PatchError::TargetMissing { .. } => "PATCH_TARGET_MISSING",
-            PatchError::NoChange { .. } => "PATCH_NO_CHANGE",
+            PatchError::Invalid { .. } => ErrorCode::PatchInvalid,
+            PatchError::Empty => ErrorCode::PatchEmpty,
+            PatchError::MultipleFiles { .. } => ErrorCode::PatchMultipleFiles,
+            PatchError::HunkFailed(_) | PatchError::DeleteIncomplete { .. } => {
+                ErrorCode::PatchHunkFailed
+            }
+            PatchError::TargetExists => ErrorCode::PatchTargetExists,
+            PatchError::TargetMissing { .. } => ErrorCode::PatchTargetMissing,
+            PatchError::NoChange { .. } => ErrorCode::PatchNoChange,
         }
     }
 
@@ -193,11 +196,20 @@ mod tests {
 
     #[test]
     fn codes_are_stable() {
-        assert_eq!(PatchError::Empty.code(), "PATCH_EMPTY");
-        assert_eq!(PatchError::invalid(3, "x").code(), "PATCH_INVALID");
-        assert_eq!(PatchError::TargetExists.code(), "PATCH_TARGET_EXISTS");
-        assert_eq!(PatchError::NoChange { hunks: 1 }.code(), "PATCH_NO_CHANGE");
+        assert_eq!(PatchError::Empty.code(), crate::ErrorCode::PatchEmpty);
+        assert_eq!(
+            PatchError::invalid(3, "x").code(),
+            crate::ErrorCode::PatchInvalid
+        );
+        assert_eq!(
+            PatchError::TargetExists.code(),
+            crate::ErrorCode::PatchTargetExists
+        );
+        assert_eq!(
+            PatchError::NoChange { hunks: 1 }.code(),
+            crate::ErrorCode::PatchNoChange
+        );
         let missing = PatchError::TargetMissing { action: "modifies" };
-        assert_eq!(missing.code(), "PATCH_TARGET_MISSING");
+        assert_eq!(missing.code(), crate::ErrorCode::PatchTargetMissing);
     }
 }

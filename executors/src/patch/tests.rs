@@ -30,7 +30,7 @@ fn hunks_may_share_context_but_not_changed_lines() {
     // Hunk 2 needs line b, which hunk 1 removed.
     let patch = "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n@@ -2,2 +2,2 @@\n b\n-c\n+C\n";
     let err = error(Some(file), patch);
-    assert_eq!(err.code(), "PATCH_HUNK_FAILED");
+    assert_eq!(err.code(), crate::ErrorCode::PatchHunkFailed);
     assert!(err.to_string().contains("file order"), "{err}");
 }
 
@@ -46,7 +46,7 @@ fn insertion_hunks_follow_their_header() {
         "{notes:?}"
     );
     let err = error(Some(file), "@@\n+x\n");
-    assert_eq!(err.code(), "PATCH_INVALID");
+    assert_eq!(err.code(), crate::ErrorCode::PatchInvalid);
 }
 
 #[test]
@@ -130,11 +130,11 @@ fn creation_and_deletion_edge_cases() {
         Some("a\nb\nc\n"),
         "--- a/f\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-a\n-b\n",
     );
-    assert_eq!(partial.code(), "PATCH_HUNK_FAILED");
+    assert_eq!(partial.code(), crate::ErrorCode::PatchHunkFailed);
     assert!(partial.to_string().contains("line 3: `c`"), "{partial}");
     assert_eq!(
         error(None, "--- a/f\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n").code(),
-        "PATCH_TARGET_MISSING"
+        crate::ErrorCode::PatchTargetMissing
     );
 }
 

@@ -13,8 +13,8 @@
 //! - spaces around the JSON do not change the outcome.
 
 use cmdr_executors::{
-    decode_command, decode_command_slice, peek_command_id, Command, DecodeFailure, ExecutionStatus,
-    OutputResult,
+    decode_command, decode_command_slice, peek_command_id, Command, DecodeFailure, ErrorCode,
+    ExecutionStatus, OutputResult,
 };
 use serde::Deserialize;
 
@@ -26,7 +26,11 @@ struct TypeOnly {
 }
 
 /// The codes a decoding failure may carry.
-const DECODE_CODES: [&str; 3] = ["MALFORMED_JSON", "UNKNOWN_COMMAND_TYPE", "INVALID_COMMAND"];
+const DECODE_CODES: [ErrorCode; 3] = [
+    ErrorCode::MalformedJson,
+    ErrorCode::UnknownCommandType,
+    ErrorCode::InvalidCommand,
+];
 
 /// Checks every property on one input.
 pub fn check(data: &[u8]) {
@@ -67,7 +71,7 @@ fn outcome(decoded: &Result<Command, DecodeFailure>) -> Result<Command, DecodeFa
 }
 
 /// Like [`outcome`], but a failure only by its code (messages name columns).
-fn outcome_class(decoded: &Result<Command, DecodeFailure>) -> Result<Command, &'static str> {
+fn outcome_class(decoded: &Result<Command, DecodeFailure>) -> Result<Command, ErrorCode> {
     outcome(decoded).map_err(|failure| failure.error.code())
 }
 
@@ -116,7 +120,7 @@ fn check_failure(failure: &DecodeFailure, peeked: Option<String>) {
     assert!(DECODE_CODES.contains(&code), "unknown code {code}");
     let result = failure.to_result();
     assert_eq!(result.status, ExecutionStatus::Failed);
-    assert_eq!(result.error_code.as_deref(), Some(code));
+    assert_eq!(result.error_code.as_deref(), Some(code.as_str()));
     assert!(!result.error.is_empty(), "a failure without an error text");
     // A result always names a command: the salvaged id, else a generated one.
     match failure.command_id.as_deref() {

@@ -82,7 +82,7 @@ fn query(data: &[u8]) {
 
 fn check_refusal(e: &ApiError, input: &[u8]) {
     assert_eq!(e.status(), StatusCode::BAD_REQUEST);
-    assert_eq!(e.code(), "INVALID_REQUEST");
+    assert_eq!(e.code(), cmdr::executors::ErrorCode::InvalidRequest);
     let message = e.message();
     assert!(!message.is_empty(), "a refusal without a message");
     for internal in INTERNAL_NAMES {

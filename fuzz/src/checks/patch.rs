@@ -15,18 +15,19 @@
 //!   notes; a file whose lines all end in CRLF gets no bare LF.
 
 use cmdr_executors::patch::{apply_patch, PatchApplied, PatchedFile};
+use cmdr_executors::ErrorCode;
 
 use super::input::Bytes;
 
 /// Codes the engine may answer with.
-pub const PATCH_CODES: [&str; 7] = [
-    "PATCH_INVALID",
-    "PATCH_EMPTY",
-    "PATCH_MULTIPLE_FILES",
-    "PATCH_HUNK_FAILED",
-    "PATCH_TARGET_EXISTS",
-    "PATCH_TARGET_MISSING",
-    "PATCH_NO_CHANGE",
+pub const PATCH_CODES: [ErrorCode; 7] = [
+    ErrorCode::PatchInvalid,
+    ErrorCode::PatchEmpty,
+    ErrorCode::PatchMultipleFiles,
+    ErrorCode::PatchHunkFailed,
+    ErrorCode::PatchTargetExists,
+    ErrorCode::PatchTargetMissing,
+    ErrorCode::PatchNoChange,
 ];
 
 /// The most notes a success may carry.
