@@ -1,4 +1,4 @@
-//! [`combine_output_results`]: collapse a result stream into one result (SPEC §3), and
+//! [`combine_output_results`]: collapse a result stream into one result (docs/contract.md §3), and
 //! [`combine_output_results_limited`]: the same in bounded memory, as every transport of
 //! cmdr uses it.
 

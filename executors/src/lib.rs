@@ -16,7 +16,7 @@
 //! ```
 //!
 //! ## Layout
-//! - [`protocol`]: the wire types, data only (SPEC §2–3).
+//! - [`protocol`]: the wire types, data only (docs/contract.md §2–3).
 //! - `command`: what every command can be asked (id, type, timeout).
 //! - `decode`: untrusted JSON → [`Command`], errors naming the field.
 //! - `executor`: the [`Executor`] trait and the [`ExecContext`] an executor gets.

@@ -1,4 +1,4 @@
-//! `LIST_DIRECTORY`: one line per entry, sorted by name (SPEC §3):
+//! `LIST_DIRECTORY`: one line per entry, sorted by name (docs/contract.md §3):
 //!
 //! ```text
 //! Listing for /srv/app:

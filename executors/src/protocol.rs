@@ -1,6 +1,6 @@
 //! Wire types of the command package: data only, no behaviour.
 //!
-//! The field names are the published format (SPEC §2–3). They mix styles on purpose —
+//! The field names are the published format (docs/contract.md §2–3). They mix styles on purpose —
 //! `command_id` next to `commandType` and `resultData` — because that is what existing
 //! producers and consumers already speak.
 

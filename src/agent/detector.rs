@@ -1,5 +1,5 @@
 //! Incremental detection of `<shell>…</shell>` commands in the model's streamed text
-//! (SPEC §4).
+//! (docs/contract.md §4).
 //!
 //! The model's reply arrives as small text deltas; [`ShellTagDetector::feed`] takes them
 //! one at a time and reports each command as soon as its closing tag has arrived, even

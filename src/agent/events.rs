@@ -1,4 +1,4 @@
-//! The events an agent run streams to its client (SPEC §4): data only.
+//! The events an agent run streams to its client (docs/contract.md §4): data only.
 //!
 //! The same objects travel on every transport (SSE `data:` lines, MCP, the terminal
 //! chat). A run's event stream ends with exactly one `done` or one `error`.

@@ -1,5 +1,5 @@
 //! The agent loop: stream a model's reply, run the `<shell>` commands it writes through
-//! the registry, feed the results back, repeat (SPEC §4).
+//! the registry, feed the results back, repeat (docs/contract.md §4).
 //!
 //! - `detector`: [`ShellTagDetector`], incremental `<shell>…</shell>` detection.
 //! - `events`: [`AgentEvent`], what a run streams to its client (data only).

@@ -1,4 +1,4 @@
-//! The loop itself (SPEC §4): prompt the model, stream its reply, run the `<shell>`
+//! The loop itself (docs/contract.md §4): prompt the model, stream its reply, run the `<shell>`
 //! commands it wrote one after another, append the results, prompt again — until a reply
 //! has no commands, the iteration cap is reached, the run is aborted or fails.
 //!

@@ -1,4 +1,4 @@
-//! Command files (`commands/<name>.json`): the strict schema of SPEC §5 and its
+//! Command files (`commands/<name>.json`): the strict schema of docs/contract.md §5 and its
 //! validator.
 //!
 //! ```json

@@ -1,5 +1,5 @@
 //! [`AgentError`]: everything that can go wrong finding an agent or one of its commands,
-//! each with a stable code (SPEC §5).
+//! each with a stable code (docs/contract.md §5).
 
 use cmdr_executors::ErrorCode;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Agents and agent commands on disk (SPEC §5): the one place that discovers agents and
+//! Agents and agent commands on disk (docs/contract.md §5): the one place that discovers agents and
 //! validates command files, for every transport (CLI, REST, MCP).
 //!
 //! ```text

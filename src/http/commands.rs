@@ -1,4 +1,4 @@
-//! The raw job runner: one command (SPEC §2) straight into the registry.
+//! The raw job runner: one command (docs/contract.md §2) straight into the registry.
 //!
 //! - `POST /commands` (body: a command) → SSE of its `OutputResult`s, the terminal one
 //!   last; `?combine=true` → the one combined `OutputResult` as JSON. A body that does

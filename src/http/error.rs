@@ -1,4 +1,4 @@
-//! [`ApiError`]: every refusal of the HTTP API as one JSON shape (SPEC §6),
+//! [`ApiError`]: every refusal of the HTTP API as one JSON shape (docs/contract.md §6),
 //! `{"error":"<class>","code":"<STABLE_CODE>","message":"<one sentence>"}`, and the
 //! fallbacks for unknown routes (404) and wrong methods (405).
 //!

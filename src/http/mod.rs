@@ -1,4 +1,4 @@
-//! The HTTP API of `cmdr serve` (SPEC §6): REST and SSE over [`AppState`], every handler
+//! The HTTP API of `cmdr serve` (docs/contract.md §6): REST and SSE over [`AppState`], every handler
 //! a thin translation onto the agent service or the registry. Routes, shapes and
 //! decisions are documented in `docs/http.md`.
 //!
@@ -121,7 +121,7 @@ pub fn router(state: AppState) -> Router {
     router_with(state, HttpConfig::default())
 }
 
-/// The whole REST + SSE API: every route of SPEC §6 but the web UI, JSON 404/405
+/// The whole REST + SSE API: every route of docs/contract.md §6 but the web UI, JSON 404/405
 /// fallbacks, the body limit, the browser guard and the token check.
 ///
 /// `GET /health` is deliberately open (no token), so load balancers and supervisors

@@ -1,4 +1,4 @@
-//! How refusals become JSON-RPC errors (SPEC §7): the stable code always travels in
+//! How refusals become JSON-RPC errors (docs/contract.md §7): the stable code always travels in
 //! `data.code`, the JSON-RPC `code` says what kind of refusal it is.
 //!
 //! | class of the code ([`ErrorClass`]) | JSON-RPC `code` |
@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::service::ServiceError;
 
-/// JSON-RPC code of `RUN_IN_PROGRESS` (HTTP's "conflict", as SPEC §7 asks).
+/// JSON-RPC code of `RUN_IN_PROGRESS` (HTTP's "conflict", as docs/contract.md §7 asks).
 pub const RUN_IN_PROGRESS: ErrorCode = ErrorCode(409);
 
 /// JSON-RPC code of `LLM_UNAVAILABLE` (HTTP's "service unavailable", like the REST API).

@@ -1,6 +1,6 @@
 //! The executor tools — `bash_exec`, `file_read`, `file_write`, `patch_file`,
 //! `list_directory` — each one command through the shared registry, answered with the
-//! combined `OutputResult` (SPEC §3) as JSON; a `FAILED` result is a tool error.
+//! combined `OutputResult` (docs/contract.md §3) as JSON; a `FAILED` result is a tool error.
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! MCP (SPEC §7): the tools of cmdr for MCP clients, over streamable HTTP (mounted by
+//! MCP (docs/contract.md §7): the tools of cmdr for MCP clients, over streamable HTTP (mounted by
 //! `cmdr serve`, default `127.0.0.1:5012`) and over stdio (`cmdr mcp`), with the
 //! official Rust SDK `rmcp`. Every tool is a thin translation onto the agent service or
 //! the registry of [`AppState`](crate::server::AppState). See `docs/mcp.md`.

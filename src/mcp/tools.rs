@@ -39,7 +39,7 @@ Runs send progress notifications when the request has a progressToken; cancellin
 stops the run (the partial turn is kept as 'stopped'). One run at a time per conversation: a \
 second one fails with error code 409 (data.code RUN_IN_PROGRESS).";
 
-/// The MCP server: every tool of SPEC §7 over one [`AppState`]. Cheap to clone.
+/// The MCP server: every tool of docs/contract.md §7 over one [`AppState`]. Cheap to clone.
 #[derive(Clone)]
 pub struct CmdrMcp {
     pub(super) state: AppState,

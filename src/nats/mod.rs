@@ -1,4 +1,4 @@
-//! The NATS transport (SPEC §8): producers publish commands, a pool of `cmdr worker`s
+//! The NATS transport (docs/contract.md §8): producers publish commands, a pool of `cmdr worker`s
 //! runs them through the same registry as every other front door, and streams every
 //! `OutputResult` back on a per-command subject.
 //!

@@ -1,4 +1,4 @@
-//! Subject names of the bus (SPEC §8).
+//! Subject names of the bus (docs/contract.md §8).
 //!
 //! A command id becomes the last token of its subjects, so it must be one subject token:
 //! non-empty, no whitespace, no `.`, `*` or `>`. Generated ids (UUID v4) always are.

@@ -1,5 +1,5 @@
 //! Why a run or a lookup was refused, with the stable codes every transport sends
-//! (SPEC §5); each code's [`ErrorClass`] decides how transports present it.
+//! (docs/contract.md §5); each code's [`ErrorClass`] decides how transports present it.
 
 use crate::agents::AgentError;
 use crate::store::StoreError;

@@ -1,5 +1,5 @@
 //! The agent service: the one implementation of agent discovery, validation and
-//! execution that every transport (CLI, REST, MCP) calls (SPEC §5).
+//! execution that every transport (CLI, REST, MCP) calls (docs/contract.md §5).
 //!
 //! - `prepare`: [`RunTarget`] and the checks before a run (`prepare_instruction`,
 //!   `prepare_command`), in a fixed order, ending with the conversation's lock.

@@ -1,4 +1,4 @@
-//! Persistent conversations and turns (SPEC §5): the [`Store`] trait every transport's
+//! Persistent conversations and turns (docs/contract.md §5): the [`Store`] trait every transport's
 //! service talks to, and [`SqliteStore`], the embedded default.
 //!
 //! - `error`: [`StoreError`] and its stable codes.

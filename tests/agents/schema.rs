@@ -1,4 +1,4 @@
-//! `validate_command_json`: every rule of the strict schema (SPEC §5), each error naming
+//! `validate_command_json`: every rule of the strict schema (docs/contract.md §5), each error naming
 //! the exact key or item.
 
 use cmdr::agents::{validate_command_json, CommandFileError, CommandItem, MessageRole};

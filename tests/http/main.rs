@@ -1,4 +1,4 @@
-//! The HTTP API end to end (SPEC §6): a real server on an ephemeral port, a real HTTP
+//! The HTTP API end to end (docs/contract.md §6): a real server on an ephemeral port, a real HTTP
 //! client, the fake OpenAI-compatible LLM, a temp agents folder and SQLite file, real
 //! commands.
 //!

@@ -1,4 +1,4 @@
-//! Agent runs over HTTP: to completion, as SSE, stateless; every error of SPEC §6;
+//! Agent runs over HTTP: to completion, as SSE, stateless; every error of docs/contract.md §6;
 //! aborts on client disconnect; one run per conversation.
 
 use std::sync::Arc;
@@ -345,7 +345,7 @@ async fn without_a_model_runs_are_refused_with_503_llm_unavailable() {
     }
 }
 
-/// SPEC §4 case 1 over SSE: three commands, each queued → running → completed.
+/// docs/contract.md §4 case 1 over SSE: three commands, each queued → running → completed.
 #[tokio::test]
 async fn the_stream_shows_three_commands_each_queued_running_completed() {
     let reply = "Checking.\n<shell>echo one</shell> <shell>echo two >&2</shell> <shell>printf three</shell>";
@@ -405,7 +405,7 @@ async fn the_stream_shows_three_commands_each_queued_running_completed() {
     );
 }
 
-/// SPEC §4 case 2 over SSE: `<shell>ls</shell> <shell>ls</shell>`.
+/// docs/contract.md §4 case 2 over SSE: `<shell>ls</shell> <shell>ls</shell>`.
 #[tokio::test]
 async fn the_stream_gives_duplicate_commands_distinct_ids_and_own_results() {
     let llm = FakeLlm::start(vec![Reply::text("<shell>ls</shell> <shell>ls</shell>")]).await;
@@ -426,7 +426,7 @@ async fn the_stream_gives_duplicate_commands_distinct_ids_and_own_results() {
     assert_eq!(events.last().unwrap()["type"], "done");
 }
 
-/// SPEC §4 case 3 over SSE: the model reacts to results over several iterations.
+/// docs/contract.md §4 case 3 over SSE: the model reacts to results over several iterations.
 #[tokio::test]
 async fn the_stream_follows_several_iterations() {
     let llm = FakeLlm::start(vec![

@@ -1,4 +1,4 @@
-//! MCP end to end (SPEC §7): the tools over streamable HTTP (a real axum server on an
+//! MCP end to end (docs/contract.md §7): the tools over streamable HTTP (a real axum server on an
 //! ephemeral port) and over stdio (the real `cmdr mcp` binary), driven by rmcp's own
 //! client and by hand-written JSON-RPC, with real agent folders, a real SQLite file and
 //! the fake LLM server.

@@ -1,4 +1,4 @@
-//! `combine_output_results` (SPEC §3).
+//! `combine_output_results` (docs/contract.md §3).
 
 use cmdr_executors::{combine_output_results, ExecutionStatus, OutputResult, Registry};
 use futures_util::StreamExt;

@@ -1,4 +1,4 @@
-//! `LIST_DIRECTORY`: the SPEC format, sorted by name, symlinks, refusals.
+//! `LIST_DIRECTORY`: the contract's format (docs/contract.md §3), sorted by name, symlinks, refusals.
 
 use cmdr_executors::{ExecutionStatus, Registry};
 use regex::Regex;

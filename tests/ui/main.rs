@@ -224,7 +224,7 @@ async fn run_gated(scenario: &str, script: Option<Vec<Reply>>, gate: Arc<Notify>
     Ui::start(script, gate).await.scenario(scenario).await;
 }
 
-/// The original three cases (SPEC seeds): three commands all reach completed through
+/// The original three cases (the first examples): three commands all reach completed through
 /// queued → running; two `ls` are two parts with their own outputs; a reply over several
 /// iterations.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

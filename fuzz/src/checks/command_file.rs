@@ -4,7 +4,7 @@
 //!
 //! Properties:
 //! - nothing panics; errors are values with a message;
-//! - a valid command file holds SPEC §5's invariants and says what the JSON says: the
+//! - a valid command file holds docs/contract.md §5's invariants and says what the JSON says: the
 //!   document is an object with only `Description` and `items`; the description is the
 //!   JSON's, trimmed and non-empty; there is one step per item, each a `user` message
 //!   whose content lines are the JSON's strings, trimmed and non-empty; every item has only
