@@ -6,9 +6,9 @@
 //! field's path (`env.HOME`, `timeout_ms`). No intermediate `serde_json::Value` is built,
 //! which matters for `FILE_WRITE` commands carrying megabytes of content.
 
-use crate::ErrorCode;
 use std::sync::LazyLock;
 
+use crate::ErrorCode;
 use regex::Regex;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;

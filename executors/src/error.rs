@@ -3,12 +3,12 @@
 //! Executors return [`ExecError`] for anything that stops them; the runtime turns it into
 //! the command's one `FAILED` result, with [`ExecError::code`] in `errorCode`.
 
-use crate::ErrorCode;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::patch::PatchError;
+use crate::ErrorCode;
 
 /// Everything that can end a command with `FAILED`, besides a non-zero exit status.
 #[derive(Debug, thiserror::Error)]

@@ -1,11 +1,11 @@
 //! [`Registry`]: maps each [`CommandType`] to its executor actor, and is the one door
 //! (`execute`) through which every transport runs commands.
 
-use crate::ErrorCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::ErrorCode;
 use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
 

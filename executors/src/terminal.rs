@@ -1,13 +1,13 @@
 //! Building a command's one terminal [`OutputResult`] — written once, here, for every
 //! executor and every way a command can end.
 
-use crate::ErrorCode;
 use std::time::Duration;
 
 use crate::error::ExecError;
 use crate::inflight::StopReason;
 use crate::outcome::Outcome;
 use crate::protocol::{CommandType, ExecutionStatus, OutputResult};
+use crate::ErrorCode;
 
 /// The terminal result for how the executor ended (`result`) and why it was stopped, if
 /// it was (`stopped`): a stop reason explains a failure better than the executor's view

@@ -1,8 +1,9 @@
 //! [`AgentError`]: everything that can go wrong finding an agent or one of its commands,
 //! each with a stable code (docs/contract.md §5).
 
-use cmdr_executors::ErrorCode;
 use std::path::PathBuf;
+
+use cmdr_executors::ErrorCode;
 
 /// An error of the agent catalog. [`AgentError::code`] is the stable string every
 /// transport reports; the `Display` text is one sentence for people (no stack traces;

@@ -13,7 +13,6 @@
 //! whose terminal does not come within [`INTERRUPT_GRACE`] gets one made here. A second
 //! signal stops waiting at once. Commands not yet started are not run and print nothing.
 
-use cmdr_executors::ErrorCode;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -22,6 +21,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use cmdr_executors::ErrorCode;
 use cmdr_executors::{
     combine_output_results_limited, DecodeFailure, ExecutionStatus, OutputResult,
 };

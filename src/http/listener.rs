@@ -16,7 +16,6 @@
 //!
 //! HTTP/2 is not offered (clients of a plain-text local server speak HTTP/1.1).
 
-use cmdr_executors::ErrorCode;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -28,6 +27,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::Router;
+use cmdr_executors::ErrorCode;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};

@@ -12,7 +12,6 @@
 //! (`PreparedRun::run`), so a client may start its next run the moment it reads `done`.
 //! Dropping the body (client gone) drops the run's guard: the run stops.
 
-use cmdr_executors::ErrorCode;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -20,6 +19,7 @@ use axum::http::header::HeaderName;
 use axum::http::HeaderValue;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use cmdr_executors::ErrorCode;
 use cmdr_executors::{OutputResult, ResultStream};
 use futures_util::StreamExt;
 use serde::Serialize;

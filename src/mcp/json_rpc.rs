@@ -10,7 +10,6 @@
 //! - `initialize` without a session while [`SessionLimits::max_sessions`] sessions are
 //!   open: HTTP 503 with `-32000` and `data.code` `TOO_MANY_SESSIONS`.
 
-use cmdr_executors::ErrorCode;
 use std::sync::Arc;
 
 use axum::body::{to_bytes, Body};
@@ -19,6 +18,7 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use cmdr_executors::ErrorCode;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{json, Value};
 

@@ -13,10 +13,10 @@
 //! Settings apply when a stream or the consumer is created; existing ones are used as
 //! they are. Works with nats-server 2.9.10.
 
-use cmdr_executors::ErrorCode;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
+use cmdr_executors::ErrorCode;
 
 use super::subjects;
 

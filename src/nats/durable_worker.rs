@@ -10,13 +10,13 @@
 //! command is failed with `REDELIVERY_LIMIT`. Stopped by this worker's shutdown, a
 //! command is not failed but handed back (NAK) for another worker to run.
 
-use cmdr_executors::ErrorCode;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
 use async_nats::Client;
+use cmdr_executors::ErrorCode;
 use cmdr_executors::{decode_command_slice, ExecutionStatus, OutputResult, Registry, ResultStream};
 use futures_util::StreamExt;
 use tokio::sync::Semaphore;

@@ -14,7 +14,6 @@
 //! `WORKER_LOST`, one that lost the results with `RESULTS_LOST` — never a stream that
 //! waits for ever.
 
-use cmdr_executors::ErrorCode;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,6 +22,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use async_nats::{Client, Request, RequestErrorKind, Subject, Subscriber};
+use cmdr_executors::ErrorCode;
 use cmdr_executors::{
     decode_command, Command, ExecutionStatus, InputBroker, InputRequest, OutputResult,
 };

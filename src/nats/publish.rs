@@ -2,11 +2,11 @@
 //! the server's `max_payload`, and — in durable mode — the terminal result confirmed
 //! stored in `CMDR_RESULTS` before the command is acknowledged.
 
-use cmdr_executors::ErrorCode;
 use std::time::Duration;
 
 use async_nats::jetstream;
 use async_nats::Client;
+use cmdr_executors::ErrorCode;
 use cmdr_executors::{OutputResult, ResultStream};
 
 use super::chunk;

@@ -11,12 +11,12 @@
 //! started with `SHUTTING_DOWN`, let running ones finish within the grace (then cancel
 //! them), publish every terminal result, flush.
 
-use cmdr_executors::ErrorCode;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::{Client, Message};
+use cmdr_executors::ErrorCode;
 use cmdr_executors::{
     decode_command_slice, peek_command_id, Command, Registry, ResultStream, SubmitError,
 };

@@ -21,7 +21,6 @@ mod pump;
 mod sandbox;
 mod tree;
 
-use crate::ErrorCode;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::Arc;
@@ -32,6 +31,7 @@ use crate::error::ExecError;
 use crate::executor::{ExecContext, ExecFuture, Executor};
 use crate::outcome::{human_duration, Outcome};
 use crate::protocol::{BashExecCommand, Command};
+use crate::ErrorCode;
 
 pub use env_policy::{EnvPolicy, Inherit, CORE_VARS, DEFAULT_EXCLUDES, NEVER_INHERITED};
 pub use process::{CWD_REPORT_FD, SHELL_STARTUP_VARS};

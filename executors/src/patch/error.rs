@@ -1,8 +1,8 @@
 //! [`PatchError`]: why a patch could not be applied, with a stable code per kind.
 
-use crate::ErrorCode;
 use std::fmt;
 
+use crate::ErrorCode;
 /// Longest line excerpt quoted in an error message, in characters.
 const MAX_QUOTE_CHARS: usize = 160;
 
