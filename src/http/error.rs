@@ -20,7 +20,7 @@ use crate::service::ServiceError;
 pub const INTERNAL_MESSAGE: &str = "cmdr failed internally; the details are in the server log";
 
 /// An HTTP error answer: the `{"error","code","message"}` body, with the status of the
-/// code's class ([`status_of`]).
+/// code's class (`status_of`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     code: ErrorCode,

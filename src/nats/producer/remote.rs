@@ -13,7 +13,7 @@ use cmdr_executors::{
 };
 use futures_util::StreamExt;
 
-use super::producer::Producer;
+use super::Producer;
 
 /// Runs commands remotely through `producer`.
 #[derive(Clone)]

@@ -13,8 +13,8 @@ use cmdr_executors::OutputResult;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
-use super::durable::RESULTS_STREAM;
-use super::subjects;
+use crate::nats::durable::RESULTS_STREAM;
+use crate::nats::subjects;
 
 /// Results buffered between the follower task and the reader.
 const BUFFER: usize = 64;

@@ -8,8 +8,8 @@
 use async_nats::{Client, Request, RequestErrorKind};
 use cmdr_executors::{InputBroker, InputError, InputFuture, InputRequest};
 
-use super::subjects;
-use super::wire::{InputAnswer, InputQuestion};
+use crate::nats::subjects;
+use crate::nats::wire::{InputAnswer, InputQuestion};
 
 /// The NATS input broker used by `cmdr worker`.
 #[derive(Debug, Clone)]

@@ -14,6 +14,10 @@
 //! `WORKER_LOST`, one that lost the results with `RESULTS_LOST` — never a stream that
 //! waits for ever.
 
+mod follow;
+mod liveness;
+pub mod remote;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -31,11 +35,11 @@ use futures_core::Stream;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::durable::{ensure_streams, DurableSettings};
-use super::follow::{follow, Followed};
-use super::liveness::{self, Lost};
-use super::subjects;
-use super::wire::{Accepted, InputAnswer, InputQuestion};
+use crate::nats::durable::{ensure_streams, DurableSettings};
+use crate::nats::subjects;
+use crate::nats::wire::{Accepted, InputAnswer, InputQuestion};
+use follow::{follow, Followed};
+use liveness::Lost;
 
 /// How long `submit` waits for a worker to acknowledge a command.
 pub const ACCEPT_TIMEOUT: Duration = Duration::from_secs(5);

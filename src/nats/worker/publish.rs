@@ -9,8 +9,8 @@ use async_nats::Client;
 use cmdr_executors::ErrorCode;
 use cmdr_executors::{OutputResult, ResultStream};
 
-use super::chunk;
-use super::subjects;
+use crate::nats::chunk;
+use crate::nats::subjects;
 
 /// Attempts to store a terminal result (the server may be restarting).
 const TERMINAL_ATTEMPTS: u32 = 10;

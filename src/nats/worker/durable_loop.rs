@@ -22,10 +22,11 @@ use futures_util::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use super::durable::{ensure_consumer, ensure_streams, DurableSettings};
+use super::common::{decode_or_answer, listen_for_cancels, start};
+use super::options::{WorkerError, WorkerOptions};
 use super::publish::{Published, Publisher};
-use super::subjects;
-use super::worker::{decode_or_answer, listen_for_cancels, start, WorkerError, WorkerOptions};
+use crate::nats::durable::{ensure_consumer, ensure_streams, DurableSettings};
+use crate::nats::subjects;
 
 /// How long one pull waits for a command before asking again.
 const PULL_WAIT: Duration = Duration::from_secs(5);

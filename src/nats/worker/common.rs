@@ -1,0 +1,58 @@
+//! What both worker loops do with one command: decode it (answering an undecodable one),
+//! start it through the registry, and cancel it when asked on the bus.
+
+use cmdr_executors::{decode_command_slice, Command, Registry, ResultStream, SubmitError};
+use futures_util::StreamExt;
+
+use super::publish::Publisher;
+use crate::nats::subjects;
+
+/// Decodes a command; answers an undecodable one on its results subject when an id can
+/// be read (else logs it). `None` when there is nothing to run.
+pub(super) async fn decode_or_answer(payload: &[u8], publisher: &Publisher) -> Option<Command> {
+    let command = match decode_command_slice(payload) {
+        Ok(command) => command,
+        Err(failure) => {
+            let result = failure.to_result();
+            if subjects::is_valid_id(&result.command_id) {
+                publisher
+                    .publish_all(ResultStream::from_result(result))
+                    .await;
+            } else {
+                tracing::warn!("dropped a command with no usable id: {failure}");
+            }
+            return None;
+        }
+    };
+    if !subjects::is_valid_id(command.command_id()) {
+        tracing::warn!(
+            id = command.command_id(),
+            "dropped a command whose id is not a subject token"
+        );
+        return None;
+    }
+    Some(command)
+}
+
+/// Starts `command`; a refusal becomes a one-message stream.
+pub(super) async fn start(registry: &Registry, command: Command) -> ResultStream {
+    let id = command.command_id().to_owned();
+    let command_type = command.command_type();
+    registry
+        .execute(command)
+        .await
+        .unwrap_or_else(|e: SubmitError| {
+            ResultStream::from_result(e.to_result(&id, command_type.as_str()))
+        })
+}
+
+/// Cancels commands named on `cmdr.cancel.<id>`.
+pub(super) async fn listen_for_cancels(mut cancels: async_nats::Subscriber, registry: Registry) {
+    while let Some(message) = cancels.next().await {
+        if let Some(id) = subjects::id_of(&message.subject) {
+            if registry.cancel(id) {
+                tracing::info!(command_id = id, "cancelled over the bus");
+            }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! The worker role (`cmdr worker`): take commands from `cmdr.commands.>` in a queue
+//! group, run each through the registry, publish every result on
+//! `cmdr.results.<command_id>` in order.
+//!
+//! A reader task answers every command it receives at once with `Accepted` (so a
+//! producer learns immediately that a worker has it) and queues it; the dispatcher runs
+//! queued commands `--jobs` at a time. Cancels (`cmdr.cancel.*`) reach every worker; the
+//! one running the command stops it. Every worker has an id and answers on
+//! `cmdr.alive.<worker_id>` whether it still has a command, so a producer notices a
+//! worker that died (see `producer::liveness`). Shutdown: stop receiving, answer commands not yet
+//! started with `SHUTTING_DOWN`, let running ones finish within the grace (then cancel
+//! them), publish every terminal result, flush.
+//!
+//! - `core_loop`: the core-mode loop (at most once); `durable_loop`: the JetStream loop
+//!   (nothing lost).
+//! - `options`: [`WorkerOptions`] and [`WorkerError`]; `common`: what both loops do with
+//!   one command (decode, start, cancels).
+//! - `publish`: publishing result streams; `alive`: answering liveness checks (core);
+//!   [`input`]: `REQUEST_USER_INPUT` asked of the producer over the bus.
+
+mod alive;
+mod common;
+mod core_loop;
+mod durable_loop;
+pub mod input;
+mod options;
+mod publish;
+
+pub use options::{WorkerError, WorkerOptions};
+
+use std::future::Future;
+
+use async_nats::Client;
+use cmdr_executors::Registry;
+
+/// Runs the worker until `shutdown` resolves, then shuts down gracefully: the durable
+/// loop with `options.durable`, else the core loop.
+pub async fn run(
+    client: Client,
+    registry: Registry,
+    options: WorkerOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), WorkerError> {
+    match options.durable.clone() {
+        Some(settings) => durable_loop::run(client, registry, options, settings, shutdown).await,
+        None => core_loop::run(client, registry, options, shutdown).await,
+    }
+}

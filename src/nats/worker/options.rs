@@ -1,0 +1,58 @@
+//! A worker's settings and why it could not run.
+
+use std::time::Duration;
+
+use cmdr_executors::ErrorCode;
+
+use crate::nats::durable::{DurableError, DurableSettings};
+use crate::nats::subjects;
+
+/// Settings of a worker.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Queue group shared by the pool.
+    pub queue: String,
+    /// Commands run at once.
+    pub jobs: usize,
+    /// On shutdown, how long running commands may go on before they are cancelled.
+    pub shutdown_grace: Duration,
+    /// Durable mode (JetStream) with these settings; core mode when `None`.
+    pub durable: Option<DurableSettings>,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        Self {
+            queue: subjects::DEFAULT_QUEUE.to_owned(),
+            jobs: 16,
+            shutdown_grace: Duration::from_secs(10),
+            durable: None,
+        }
+    }
+}
+
+/// Why the worker could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// Subscribing failed.
+    #[error("subscribing to {subject}: {source}")]
+    Subscribe {
+        /// The subject.
+        subject: &'static str,
+        /// The client's error.
+        source: async_nats::SubscribeError,
+    },
+    /// Durable mode could not set up its streams or consumer.
+    #[error(transparent)]
+    Durable(#[from] DurableError),
+}
+
+impl WorkerError {
+    /// The stable code.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            WorkerError::Subscribe { .. } => ErrorCode::NatsSubscribeFailed,
+            WorkerError::Durable(e) => e.code(),
+        }
+    }
+}
