@@ -8,6 +8,8 @@
 //! - [`agent`]: the agent loop — `<shell>` detection, the loop, events, history.
 //! - [`agents`]: agent definitions on disk — [`agents::AgentCatalog`], `config.toml`,
 //!   and the strict command files (`commands/*.json`).
+//! - [`app`]: the composition root: [`app::RegistryBuilder`] and typed set-up errors, used
+//!   by every front door.
 //! - [`http`]: the REST + SSE API of `cmdr serve` ([`http::router`]), over [`server`].
 //! - [`llm`]: the model client (OpenAI-compatible streaming chat completions).
 //! - [`orphans`]: shells marked with their `cmdr`'s identity, and the processes of a
@@ -28,6 +30,7 @@
 
 pub mod agent;
 pub mod agents;
+pub mod app;
 pub mod cli;
 pub mod http;
 pub mod json_lines;

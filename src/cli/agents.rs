@@ -17,6 +17,7 @@ use super::setup::{llm_client, view};
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 use crate::agent::{AgentLoop, RunOutcome, TurnStatus, DEFAULT_MAX_ITERATIONS};
 use crate::agents::AgentCatalog;
+use crate::app::RegistryBuilder;
 use crate::service::{AgentService, PreparedRun, RunTarget, ServiceError};
 use crate::store::{SqliteStore, Store, StoredTurn};
 
@@ -133,7 +134,7 @@ impl ServiceOptions {
 
     /// The service for subcommands that run nothing.
     fn service(&self) -> Result<AgentService, ServiceError> {
-        self.service_with(None, Registry::with_defaults())
+        self.service_with(None, RegistryBuilder::new().build())
     }
 
     /// The service; `llm` only for subcommands that run agents, commands in `registry`.
@@ -239,8 +240,8 @@ async fn run_command(
     command: &str,
     confine: &ConfineArgs,
 ) -> u8 {
-    let registry = match confine.registry_config() {
-        Ok(config) => Registry::with_config(config),
+    let registry = match confine.builder() {
+        Ok(builder) => builder.build(),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "error [INVALID_REQUEST]: {e}");
             return EXIT_USAGE;

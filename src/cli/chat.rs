@@ -10,7 +10,6 @@ use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cmdr_executors::Registry;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
@@ -58,8 +57,8 @@ pub struct ChatArgs {
 
 /// Runs `cmdr chat`; returns the exit status.
 pub async fn run(args: ChatArgs) -> u8 {
-    let registry = match args.confine.registry_config() {
-        Ok(config) => Registry::with_config(config),
+    let registry = match args.confine.builder() {
+        Ok(builder) => builder.build(),
         Err(message) => {
             eprint_line(&format!("cmdr chat: {message}"));
             return EXIT_USAGE;

@@ -4,7 +4,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use cmdr_executors::{Confinement, EnvPolicy, Inherit, PathPolicy, RegistryConfig, SandboxStatus};
+use cmdr_executors::{Confinement, EnvPolicy, Inherit, PathPolicy, SandboxStatus};
+
+use crate::app::{RegistryBuilder, SetupError};
 
 /// Where commands may reach.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -67,7 +69,7 @@ pub struct ShellEnvArgs {
 
 impl ShellEnvArgs {
     /// The policy these flags describe; the error names the bad flag value.
-    pub fn policy(&self) -> Result<EnvPolicy, String> {
+    pub fn policy(&self) -> Result<EnvPolicy, SetupError> {
         let inherit = match self
             .inherit
             .as_deref()
@@ -78,7 +80,9 @@ impl ShellEnvArgs {
             Some("core") => Inherit::Core,
             Some("none") => Inherit::None,
             Some(other) => {
-                return Err(format!("--env-inherit {other}: expected all, core or none"))
+                return Err(SetupError::Flag(format!(
+                    "--env-inherit {other}: expected all, core or none"
+                )))
             }
         };
         let mut set = std::collections::BTreeMap::new();
@@ -87,7 +91,11 @@ impl ShellEnvArgs {
                 Some((name, value)) if !name.is_empty() && !name.contains('\0') => {
                     set.insert(name.to_owned(), value.to_owned());
                 }
-                _ => return Err(format!("--env-set {pair}: expected NAME=VALUE")),
+                _ => {
+                    return Err(SetupError::Flag(format!(
+                        "--env-set {pair}: expected NAME=VALUE"
+                    )))
+                }
             }
         }
         Ok(EnvPolicy {
@@ -101,21 +109,16 @@ impl ShellEnvArgs {
 }
 
 impl ConfineArgs {
-    /// Sets `config` up accordingly (and marks its shells as this process's, see
-    /// [`crate::orphans`]); the error says which root is unusable.
-    pub fn apply(&self, config: &mut RegistryConfig) -> Result<(), String> {
-        config.paths = PathPolicy::allow_roots(&self.allow_roots).map_err(|e| e.to_string())?;
-        config.landlock = self.landlock;
-        config.bash.env_policy = self.env.policy()?;
-        crate::orphans::mark_shells(config);
-        Ok(())
+    /// The allowed roots these flags name; the error says which root is unusable.
+    pub fn paths(&self) -> Result<PathPolicy, SetupError> {
+        Ok(PathPolicy::allow_roots(&self.allow_roots)?)
     }
 
-    /// The registry config with only confinement set.
-    pub fn registry_config(&self) -> Result<RegistryConfig, String> {
-        let mut config = RegistryConfig::default();
-        self.apply(&mut config)?;
-        Ok(config)
+    /// A registry builder confined (and its shells' environment built) as these flags say.
+    pub fn builder(&self) -> Result<RegistryBuilder, SetupError> {
+        Ok(RegistryBuilder::new()
+            .confine(self.paths()?, self.landlock)
+            .shell_env(self.env.policy()?))
     }
 }
 
@@ -160,8 +163,6 @@ pub fn default_folder(preferred: PathBuf, paths: &PathPolicy) -> PathBuf {
 }
 
 /// Whether `folder` is allowed; the error names the rule.
-pub fn check_folder(folder: &Path, paths: &PathPolicy) -> Result<(), String> {
-    paths
-        .check(folder, "--working-folder")
-        .map_err(|denied| denied.to_string())
+pub fn check_folder(folder: &Path, paths: &PathPolicy) -> Result<(), SetupError> {
+    Ok(paths.check(folder, "--working-folder")?)
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmdr_executors::{Registry, RegistryConfig, ResultStream};
+use cmdr_executors::{Registry, ResultStream};
 
 use super::confine::{self, ConfineArgs};
 use super::output_limit::OutputLimitArgs;
@@ -36,23 +36,22 @@ pub struct ExecArgs {
 
 /// Runs `cmdr exec`; returns the exit status.
 pub async fn run(args: ExecArgs) -> u8 {
-    let mut config = RegistryConfig {
-        input_broker: Arc::new(TtyInput::default()),
-        ..RegistryConfig::default()
+    let builder = match args.confine.builder() {
+        Ok(builder) => builder,
+        Err(e) => {
+            eprintln!("cmdr exec: {e}");
+            return EXIT_USAGE;
+        }
     };
-    if let Err(e) = args.confine.apply(&mut config) {
-        eprintln!("cmdr exec: {e}");
-        return EXIT_USAGE;
-    }
-    if let Some(ms) = args.timeout_ms {
-        config.bash.default_timeout = Some(Duration::from_millis(ms));
-    }
+    let registry = builder
+        .input_broker(Arc::new(TtyInput::default()))
+        .default_timeout(args.timeout_ms.map(Duration::from_millis))
+        .build();
     let options = RunOptions {
         combine: args.combine,
         jobs: args.jobs,
         max_output: args.output.limit(),
     };
-    let registry = Registry::with_config(config);
     confine::report("cmdr exec", registry.confinement());
     runner::run(args.input.as_deref(), registry, options, "exec").await
 }

@@ -86,12 +86,15 @@ impl Cli {
 }
 
 /// Connects to NATS, naming the connection; the error says where and why.
-async fn connect(url: &str, name: &str) -> Result<async_nats::Client, String> {
+async fn connect(url: &str, name: &str) -> Result<async_nats::Client, crate::app::SetupError> {
     async_nats::ConnectOptions::new()
         .name(name)
         .connect(url)
         .await
-        .map_err(|e| format!("cannot connect to NATS at {url}: {e}"))
+        .map_err(|source| crate::app::SetupError::Nats {
+            url: url.to_owned(),
+            source,
+        })
 }
 
 /// Resolves on SIGINT or SIGTERM.

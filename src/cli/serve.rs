@@ -17,6 +17,7 @@ use super::server_limits::ServerLimitsArgs;
 use super::setup::llm_client;
 use super::{shutdown_signal, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::agents::AgentCatalog;
+use crate::app::SetupError;
 use crate::http::listener::{self, ListenerLimits};
 use crate::mcp::SessionLimits;
 use crate::server::{AppState, StateConfig};
@@ -101,14 +102,14 @@ fn state_config(
     working_folder: Option<PathBuf>,
     confine: &ConfineArgs,
     output: OutputLimitArgs,
-) -> Result<StateConfig, String> {
-    let paths = confine.registry_config()?.paths;
+) -> Result<StateConfig, SetupError> {
+    let paths = confine.paths()?;
     if nats.is_some() && paths.is_restricted() {
-        return Err(
+        return Err(SetupError::Flag(
             "with --nats, commands run on the workers: confine them there \
-                    (`cmdr worker --allow-root DIR`)"
+             (`cmdr worker --allow-root DIR`)"
                 .to_owned(),
-        );
+        ));
     }
     if let Some(folder) = &working_folder {
         confine::check_folder(folder, &paths)?;
@@ -134,23 +135,21 @@ fn state_config(
 
 /// Why the token is refused, if it is: blank tokens never work; beyond loopback one is
 /// required, at least [`MIN_OPEN_TOKEN_LEN`] characters long.
-pub fn check_token(token: Option<&str>, open: bool) -> Result<(), String> {
-    match token.filter(|t| !t.is_empty()) {
+pub fn check_token(token: Option<&str>, open: bool) -> Result<(), SetupError> {
+    let problem = match token.filter(|t| !t.is_empty()) {
         Some(t) if t.trim().is_empty() => {
-            Err("the auth token is only whitespace: it would guard nothing".to_owned())
+            "the auth token is only whitespace: it would guard nothing".to_owned()
         }
-        Some(t) if open && t.chars().count() < MIN_OPEN_TOKEN_LEN => Err(format!(
+        Some(t) if open && t.chars().count() < MIN_OPEN_TOKEN_LEN => format!(
             "listening beyond loopback needs an auth token of at least {MIN_OPEN_TOKEN_LEN} \
              characters (a short one can be guessed)"
-        )),
-        Some(_) => Ok(()),
-        None if open => Err(
-            "listening beyond loopback needs --auth-token (or CMDR_AUTH_TOKEN): anyone who \
-             reaches the port could run commands on this machine"
-                .to_owned(),
         ),
-        None => Ok(()),
-    }
+        None if open => "listening beyond loopback needs --auth-token (or CMDR_AUTH_TOKEN): \
+                         anyone who reaches the port could run commands on this machine"
+            .to_owned(),
+        Some(_) | None => return Ok(()),
+    };
+    Err(SetupError::Flag(problem))
 }
 
 /// Runs `cmdr serve` until SIGINT/SIGTERM.
@@ -195,10 +194,10 @@ pub async fn run(args: ServeArgs) -> u8 {
     serve_both(state, api, mcp, limits).await
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+async fn bind(addr: SocketAddr) -> Result<TcpListener, SetupError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))
+        .map_err(|source| SetupError::Bind { addr, source })
 }
 
 /// Prints the addresses on stdout. The answer-key address is the only place the person key

@@ -3,8 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmdr_executors::Registry;
-
 use super::confine::{self, ConfineArgs};
 use super::{connect, shutdown_signal, EXIT_OK, EXIT_USAGE};
 use crate::nats::durable::DurableSettings;
@@ -43,8 +41,8 @@ pub struct WorkerArgs {
 
 /// Runs `cmdr worker`; returns the exit status.
 pub async fn run(args: WorkerArgs) -> u8 {
-    let mut config = match args.confine.registry_config() {
-        Ok(config) => config,
+    let builder = match args.confine.builder() {
+        Ok(builder) => builder,
         Err(e) => {
             eprintln!("cmdr worker: {e}");
             return EXIT_USAGE;
@@ -57,8 +55,9 @@ pub async fn run(args: WorkerArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    config.input_broker = Arc::new(NatsInput::new(client.clone()));
-    let registry = Registry::with_config(config);
+    let registry = builder
+        .input_broker(Arc::new(NatsInput::new(client.clone())))
+        .build();
     confine::report("cmdr worker", registry.confinement());
     let options = WorkerOptions {
         queue: args.queue,

@@ -11,12 +11,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cmdr_executors::{EnvPolicy, PathPolicy, PendingInputs, Registry, RegistryConfig};
+use cmdr_executors::{EnvPolicy, PathPolicy, PendingInputs, Registry};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentLoop;
 use crate::agents::AgentCatalog;
+use crate::app::{RegistryBuilder, SetupError};
 use crate::llm::LlmClient;
 use crate::nats::producer::Producer;
 use crate::nats::remote::RemoteExecutor;
@@ -176,7 +177,7 @@ impl AppState {
     pub async fn build(
         config: StateConfig,
         llm: Option<Arc<dyn LlmClient>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SetupError> {
         let inputs = PendingInputs::new();
         let (registry, nats) = match &config.nats {
             None => (
@@ -193,10 +194,13 @@ impl AppState {
                 (registry, Some(client))
             }
         };
-        let store: Arc<dyn Store> = Arc::new(
-            SqliteStore::open(&config.db)
-                .map_err(|e| format!("cannot open the database {}: {e}", config.db.display()))?,
-        );
+        let store: Arc<dyn Store> =
+            Arc::new(
+                SqliteStore::open(&config.db).map_err(|source| SetupError::Database {
+                    path: config.db.clone(),
+                    source,
+                })?,
+            );
         crate::recovery::recover_or_log(store.as_ref()).await;
         let service = AgentService::new(
             AgentCatalog::new(config.agents_dir),
@@ -205,7 +209,7 @@ impl AppState {
             config.default_cwd,
         );
         let mut state = Self::new(service, registry, inputs, config.auth_token, nats)
-            .map_err(|e| format!("no random bytes for the answer keys: {e}"))?;
+            .map_err(SetupError::Random)?;
         state.combined_limit = config.combined_limit;
         Ok(state)
     }
@@ -309,15 +313,11 @@ pub fn confined_registry(
     landlock: bool,
     shell_env: EnvPolicy,
 ) -> Registry {
-    let mut config = RegistryConfig {
-        input_broker: Arc::new(inputs.clone()),
-        paths,
-        landlock,
-        ..RegistryConfig::default()
-    };
-    config.bash.env_policy = shell_env;
-    crate::orphans::mark_shells(&mut config);
-    Registry::with_config(config)
+    RegistryBuilder::new()
+        .confine(paths, landlock)
+        .shell_env(shell_env)
+        .input_broker(Arc::new(inputs.clone()))
+        .build()
 }
 
 /// A registry whose commands run on the worker pool at `url`; workers' questions are
@@ -325,12 +325,15 @@ pub fn confined_registry(
 async fn remote_registry(
     url: &str,
     inputs: &PendingInputs,
-) -> Result<(Registry, async_nats::Client), String> {
+) -> Result<(Registry, async_nats::Client), SetupError> {
     let client = async_nats::ConnectOptions::new()
         .name("cmdr serve")
         .connect(url)
         .await
-        .map_err(|e| format!("cannot connect to NATS at {url}: {e}"))?;
+        .map_err(|source| SetupError::Nats {
+            url: url.to_owned(),
+            source,
+        })?;
     let producer = Producer::new(client.clone()).with_input_broker(Arc::new(inputs.clone()));
     Ok((RemoteExecutor::registry(producer), client))
 }

@@ -1,0 +1,60 @@
+//! [`RegistryBuilder`]: the one way cmdr builds an in-process registry.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cmdr_executors::{EnvPolicy, InputBroker, PathPolicy, Registry, RegistryConfig};
+
+/// Builds a [`Registry`]: confinement, the shells' environment policy, who answers
+/// `REQUEST_USER_INPUT`, a default `BASH_EXEC` timeout. Every shell it starts is marked as
+/// this process's (see [`crate::orphans`]), so that a cmdr restarted after a crash can
+/// kill what this one left running.
+#[derive(Default)]
+pub struct RegistryBuilder {
+    config: RegistryConfig,
+}
+
+impl RegistryBuilder {
+    /// Nothing confined, the default environment policy, nobody to answer questions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Confines file commands and working directories to `paths`; with `landlock`, shells'
+    /// writes too.
+    pub fn confine(mut self, paths: PathPolicy, landlock: bool) -> Self {
+        self.config.paths = paths;
+        self.config.landlock = landlock;
+        self
+    }
+
+    /// How shells' environments are built.
+    pub fn shell_env(mut self, policy: EnvPolicy) -> Self {
+        self.config.bash.env_policy = policy;
+        self
+    }
+
+    /// Who answers `REQUEST_USER_INPUT` (the terminal, the web UI, the producer …).
+    pub fn input_broker(mut self, broker: Arc<dyn InputBroker>) -> Self {
+        self.config.input_broker = broker;
+        self
+    }
+
+    /// The timeout of `BASH_EXEC` commands that give none.
+    pub fn default_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config.bash.default_timeout = timeout;
+        self
+    }
+
+    /// Where commands may reach, as configured so far.
+    pub fn paths(&self) -> &PathPolicy {
+        &self.config.paths
+    }
+
+    /// The registry, its shells marked for orphan reaping.
+    pub fn build(self) -> Registry {
+        let mut config = self.config;
+        crate::orphans::mark_shells(&mut config);
+        Registry::with_config(config)
+    }
+}
