@@ -18,8 +18,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[path = "../tests/agent/fake_llm.rs"]
-mod fake_llm;
+use cmdr_test_support::fake_llm;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -21,8 +21,7 @@ use crate::harness::{check_failed, ensure, succeeded, Failure};
 
 /// Subject of the bare request/reply responder (outside `cmdr.>`: no worker sees it).
 pub const ECHO: &str = "bench.echo";
-/// Upper bound on waiting for anything that should happen promptly.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+pub use cmdr_test_support::PATIENCE;
 
 /// A private nats-server with JetStream; killed (and its store removed) on drop.
 pub struct NatsServer {

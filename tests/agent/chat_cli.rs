@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
-use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -16,8 +15,7 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::fake_llm::{FakeLlm, Reply};
 
-/// How long any one expectation may take before the test fails.
-const PATIENCE: Duration = Duration::from_secs(30);
+use cmdr_test_support::PATIENCE;
 
 /// A running `cmdr chat`.
 struct Chat {

@@ -5,5 +5,5 @@
 
 mod agent_loop;
 mod chat_cli;
-mod fake_llm;
+use cmdr_test_support::fake_llm;
 mod llm_client;

@@ -14,29 +14,19 @@
 
 mod client_gone;
 mod disk_full;
-#[path = "../agent/fake_llm.rs"]
-mod fake_llm;
-#[allow(dead_code)]
-#[path = "../http/support.rs"]
-mod http_support;
+use cmdr_test_support::fake_llm;
+use cmdr_test_support::http as http_support;
 mod nats_restart;
-#[path = "../nats/server.rs"]
-mod nats_server;
-// Shared with the `load` target, which uses other parts of it.
-#[allow(dead_code)]
-#[path = "../load/serve.rs"]
-mod serve;
+use cmdr_test_support::nats_server;
+use cmdr_test_support::serve;
 mod server_crash;
 mod worker_loss;
 mod workers;
 
-use std::time::Duration;
-
 use cmdr_executors::OutputResult;
 use futures_util::StreamExt;
 
-/// Upper bound on waiting for anything that should happen promptly.
-pub const PATIENCE: Duration = Duration::from_secs(30);
+pub use cmdr_test_support::PATIENCE;
 
 /// Collects a stream to its end (within [`PATIENCE`]); checks exactly one terminal, last.
 pub async fn collect(

@@ -13,9 +13,8 @@
 
 mod commands;
 mod confine;
-#[path = "../agent/fake_llm.rs"]
-mod fake_llm;
+use cmdr_test_support::fake_llm;
 mod routes;
 mod runs;
 mod security;
-mod support;
+use cmdr_test_support::http as support;

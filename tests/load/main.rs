@@ -10,22 +10,13 @@
 mod cases;
 mod combined_output;
 mod endless_output;
-#[path = "../agent/fake_llm.rs"]
-mod fake_llm;
-#[path = "../http/support.rs"]
-#[allow(dead_code)]
-mod http_support;
+use cmdr_test_support::fake_llm;
+use cmdr_test_support::http as http_support;
 mod nats_load;
-#[path = "../nats/server.rs"]
-#[allow(dead_code)]
-mod nats_server;
+use cmdr_test_support::nats_server;
 mod proc_stats;
 mod registry_load;
-#[path = "../mcp/rpc.rs"]
-#[allow(dead_code)]
-mod rpc;
+use cmdr_test_support::mcp_rpc as rpc;
 mod run_lock;
-// Shared with the `faults` target, which uses other parts of it.
-#[allow(dead_code)]
-mod serve;
+use cmdr_test_support::serve;
 mod soak;

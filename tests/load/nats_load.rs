@@ -19,8 +19,7 @@ use crate::nats_server::NatsServer;
 
 /// Commands sent.
 const COMMANDS: usize = 1_000;
-/// The whole batch must be through in this time.
-const PATIENCE: Duration = Duration::from_secs(120);
+use cmdr_test_support::LOAD_PATIENCE as PATIENCE;
 
 /// A `cmdr worker` process in its own folder; killed when dropped.
 struct WorkerProcess {

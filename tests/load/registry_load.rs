@@ -17,8 +17,7 @@ use crate::proc_stats::fd_count;
 
 /// Commands submitted at once.
 const COMMANDS: usize = 10_000;
-/// The whole batch must be through in this time.
-const PATIENCE: Duration = Duration::from_secs(120);
+use cmdr_test_support::LOAD_PATIENCE as PATIENCE;
 /// Open descriptors the test process may reach (the common default soft limit is 1,024).
 const FD_BOUND: usize = 768;
 

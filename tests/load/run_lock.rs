@@ -4,7 +4,6 @@
 //! `RUN_IN_PROGRESS`, and once the winner is released the conversation takes a new run.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -16,8 +15,7 @@ use crate::serve::{Options, Serve};
 
 /// Runs requested at once.
 const RUNS: usize = 100;
-/// Waiting for anything longer than this fails the test.
-const PATIENCE: Duration = Duration::from_secs(60);
+use cmdr_test_support::LOAD_PATIENCE as PATIENCE;
 
 /// What one request got: a refusal (status, body) or the winner's open response.
 enum Answer {

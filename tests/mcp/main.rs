@@ -8,11 +8,10 @@
 
 mod cancel;
 mod client;
-#[path = "../agent/fake_llm.rs"]
-mod fake_llm;
+use cmdr_test_support::fake_llm;
 mod http;
 mod limits;
-mod rpc;
+use cmdr_test_support::mcp_rpc as rpc;
 mod stdio;
 mod tools;
 

@@ -10,7 +10,7 @@ mod cli;
 mod durable;
 mod remote;
 mod serve;
-mod server;
+use cmdr_test_support::nats_server as server;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,8 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use server::NatsServer;
 
-/// Upper bound on waiting for anything that should happen promptly.
-pub const PATIENCE: Duration = Duration::from_secs(30);
+pub use cmdr_test_support::PATIENCE;
 
 /// An in-process worker on its own connection; stops when dropped.
 pub struct Worker {

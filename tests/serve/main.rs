@@ -4,8 +4,7 @@
 // Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../agent/fake_llm.rs"]
-mod fake_llm;
+use cmdr_test_support::fake_llm;
 mod floods;
 
 use std::path::{Path, PathBuf};

@@ -5,8 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli;
-#[path = "../agent/fake_llm.rs"]
-mod fake_llm;
+use cmdr_test_support::fake_llm;
 
 use cmdr::executors::ErrorCode;
 use std::path::PathBuf;

@@ -180,7 +180,7 @@ fn malformed_json_is_rejected_and_the_id_salvaged() {
         let failure = decode_command(text).expect_err(text);
         assert_eq!(
             failure.error.code(),
-            cmdr::executors::ErrorCode::MalformedJson,
+            cmdr_executors::ErrorCode::MalformedJson,
             "{text:?}"
         );
     }

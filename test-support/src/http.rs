@@ -22,8 +22,7 @@ use serde_json::{json, Value};
 
 use crate::fake_llm::FakeLlm;
 
-/// Waits this long for anything before failing the test.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+pub use crate::PATIENCE;
 
 /// A temp world: agents folder (`helper` with a three-step command and an invalid one,
 /// `other` with none), database file, working folder.

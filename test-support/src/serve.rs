@@ -1,7 +1,6 @@
 //! A real `cmdr serve` process over a world folder (agents folder with `helper`, SQLite
 //! file, working folder), on ephemeral loopback ports, optionally talking to the fake LLM.
-//! Shared by the `load` and `faults` targets (`#[path]`); both have `fake_llm` and
-//! `http_support` (tests/http/support.rs) modules.
+//! Used by the `load` and `faults` targets.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -12,7 +11,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::fake_llm::FakeLlm;
-use crate::http_support::SseReader;
+use crate::http::SseReader;
 
 /// A running `cmdr serve`; killed when dropped.
 pub struct Serve {
@@ -127,7 +126,7 @@ impl Serve {
 }
 
 fn command(dir: &Path, options: &Options<'_>) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cmdr"));
+    let mut command = Command::new(crate::cmdr_bin());
     command
         .arg("serve")
         .args(["--addr", "127.0.0.1:0", "--mcp-addr", "127.0.0.1:0"])

@@ -13,8 +13,6 @@
 //! assert_eq!(llm.requests()[0]["model"], "fake-model");
 //! ```
 
-#![allow(dead_code)]
-
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;

@@ -1,0 +1,17 @@
+//! Integration tests of the command package: every executor, the runtime, the protocol
+//! and confinement, through a real registry, with real processes and real files.
+
+mod bash_exec;
+mod combine;
+mod confine;
+mod confine_race;
+mod file_read;
+mod file_write;
+mod list_directory;
+mod patch_file;
+mod protocol;
+mod runtime;
+mod user_input;
+
+pub use cmdr_test_support::results::*;
+pub use cmdr_test_support::PATIENCE;
