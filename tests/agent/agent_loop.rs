@@ -14,7 +14,7 @@ use cmdr::llm::{LlmClient, LlmConfig, OpenAiClient};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::fake_llm::{FakeLlm, Reply};
+use crate::agent::fake_llm::{FakeLlm, Reply};
 
 /// Everything one turn produced.
 struct Turn {

@@ -13,7 +13,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
 
-use crate::fake_llm::{FakeLlm, Reply};
+use crate::agent::fake_llm::{FakeLlm, Reply};
 
 use cmdr_test_support::PATIENCE;
 

@@ -8,7 +8,7 @@ use cmdr::llm::{ChatMessage, ChatRequest, ChatRole, LlmClient, LlmConfig, LlmErr
 use futures_util::StreamExt;
 use serde_json::json;
 
-use crate::fake_llm::{FakeLlm, Reply};
+use crate::agent::fake_llm::{FakeLlm, Reply};
 
 const KEY: &str = "sk-test-SECRET-1234567890";
 

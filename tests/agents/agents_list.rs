@@ -7,7 +7,7 @@ use cmdr::agents::{AgentCatalog, AgentSummary, INVALID_AGENT_DESCRIPTION};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use crate::support::Fixture;
+use crate::agents::support::Fixture;
 
 #[test]
 fn a_missing_agents_dir_is_an_empty_list() {

@@ -7,7 +7,7 @@ use cmdr::agents::{CommandEntry, INVALID_COMMAND_DESCRIPTION};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use crate::support::{valid_command, Fixture};
+use crate::agents::support::{valid_command, Fixture};
 
 fn names(entries: &[CommandEntry]) -> Vec<&str> {
     entries.iter().map(|e| e.name.as_str()).collect()

@@ -5,7 +5,7 @@ use std::time::Duration;
 use cmdr::agents::{AgentConfig, AgentError};
 use pretty_assertions::assert_eq;
 
-use crate::support::Fixture;
+use crate::agents::support::Fixture;
 
 #[test]
 fn an_agent_without_files_has_the_defaults() {

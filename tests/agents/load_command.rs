@@ -7,7 +7,7 @@ use cmdr::agents::{AgentCatalog, AgentCommand, CommandItem, MessageRole};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use crate::support::{valid_command, Fixture};
+use crate::agents::support::{valid_command, Fixture};
 
 #[test]
 fn loads_a_valid_command_with_trimmed_steps() {

@@ -3,10 +3,10 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::fake_llm::FakeLlm;
-use crate::support::{assert_error, eventually, gone, server};
+use crate::http::fake_llm::FakeLlm;
+use crate::http::support::{assert_error, eventually, gone, server};
 
-async fn server_without_script() -> (crate::support::Server, FakeLlm) {
+async fn server_without_script() -> (crate::http::support::Server, FakeLlm) {
     let llm = FakeLlm::start(vec![]).await;
     (server(&llm).await, llm)
 }
@@ -129,7 +129,7 @@ async fn bodies_that_do_not_decode_are_400_naming_the_problem() {
 }
 
 /// Reads SSE results until a `RUNNING` one carries data; returns that data.
-async fn first_output(sse: &mut crate::support::SseReader) -> String {
+async fn first_output(sse: &mut crate::http::support::SseReader) -> String {
     let result = sse
         .until(|r| r["status"] == "RUNNING" && r["resultData"].is_string())
         .await;

@@ -3,8 +3,8 @@
 
 use serde_json::json;
 
-use crate::fake_llm::FakeLlm;
-use crate::support::{assert_error, start, Options};
+use crate::http::fake_llm::FakeLlm;
+use crate::http::support::{assert_error, start, Options};
 
 fn confined() -> Options {
     Options {

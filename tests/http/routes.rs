@@ -3,8 +3,8 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::fake_llm::{FakeLlm, Reply};
-use crate::support::{assert_error, server, start, Options};
+use crate::http::fake_llm::{FakeLlm, Reply};
+use crate::http::support::{assert_error, server, start, Options};
 
 #[tokio::test]
 async fn health_reports_the_parts() {

@@ -9,8 +9,8 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use crate::fake_llm::{FakeLlm, Reply};
-use crate::support::{
+use crate::http::fake_llm::{FakeLlm, Reply};
+use crate::http::support::{
     assert_error, call_ids, eventually, gone, lifecycle, server, start, types, Item, Options,
 };
 
@@ -646,7 +646,7 @@ async fn two_concurrent_runs_on_one_conversation_give_exactly_one_409() {
         let body = json!({"instruction": instruction, "conversationId": id});
         tokio::spawn(async move {
             let response = http.post(url).json(&body).send().await.unwrap();
-            crate::support::json_of(response).await
+            crate::http::support::json_of(response).await
         })
     };
     let mut first = run("a");
@@ -819,9 +819,11 @@ async fn shutdown_stops_streams_and_persists_them() {
 async fn the_next_message_sent_on_done_is_never_refused() {
     let llm = FakeLlm::start(vec![]).await;
     let server = server(&llm).await;
-    server
-        .world
-        .command("helper", "three_steps", &crate::support::three_steps());
+    server.world.command(
+        "helper",
+        "three_steps",
+        &crate::http::support::three_steps(),
+    );
     let mut conversation: Option<String> = None;
     for round in 0..60 {
         if round % 10 == 9 {
@@ -853,7 +855,7 @@ async fn the_next_message_sent_on_done_is_never_refused() {
             "round {round}: {}",
             response.text().await.unwrap()
         );
-        let mut events = crate::support::SseReader::new(response);
+        let mut events = crate::http::support::SseReader::new(response);
         let first = events.event().await.unwrap();
         conversation.get_or_insert_with(|| first["conversationId"].as_str().unwrap().to_owned());
         let end = events

@@ -5,8 +5,8 @@ use reqwest::StatusCode;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::fake_llm::FakeLlm;
-use crate::support::{assert_error, json_of, server, start, Options};
+use crate::http::fake_llm::FakeLlm;
+use crate::http::support::{assert_error, json_of, server, start, Options};
 
 #[tokio::test]
 async fn the_token_protects_every_route_but_health() {

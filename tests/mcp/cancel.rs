@@ -7,9 +7,9 @@ use cmdr::mcp::CmdrMcp;
 use rmcp::ServiceExt;
 use serde_json::json;
 
-use crate::fake_llm::{FakeLlm, Reply};
-use crate::rpc::Rpc;
-use crate::{call, wait_stopped_turn, Recorder, Server, World};
+use crate::mcp::fake_llm::{FakeLlm, Reply};
+use crate::mcp::rpc::Rpc;
+use crate::mcp::{call, wait_stopped_turn, Recorder, Server, World};
 
 /// The id of the one conversation of `helper`, once it exists.
 async fn only_conversation(state: &cmdr::server::AppState) -> String {

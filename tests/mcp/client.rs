@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use rmcp::model::{NumberOrString, ProgressToken, RequestMetaObject};
 use serde_json::{json, Value};
 
-use crate::fake_llm::{FakeLlm, Reply};
-use crate::{call, http_client, result_json, Server, World};
+use crate::mcp::fake_llm::{FakeLlm, Reply};
+use crate::mcp::{call, http_client, result_json, Server, World};
 
 /// The tool names and the required fields of each input schema.
 fn expected_tools() -> BTreeMap<&'static str, Vec<&'static str>> {

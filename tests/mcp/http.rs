@@ -2,8 +2,8 @@
 
 use serde_json::json;
 
-use crate::rpc::{tool_json, Rpc, PROTOCOL};
-use crate::{call, http_client, result_json, Server, World};
+use crate::mcp::rpc::{tool_json, Rpc, PROTOCOL};
+use crate::mcp::{call, http_client, result_json, Server, World};
 
 fn initialize() -> serde_json::Value {
     json!({

@@ -7,8 +7,8 @@ use cmdr::mcp::SessionLimits;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::rpc::PROTOCOL;
-use crate::{Server, World};
+use crate::mcp::rpc::PROTOCOL;
+use crate::mcp::{Server, World};
 
 fn initialize(id: u64) -> Value {
     json!({

@@ -6,8 +6,8 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::ServiceExt;
 use serde_json::json;
 
-use crate::fake_llm::{FakeLlm, Reply};
-use crate::{call, result_json, Recorder, World};
+use crate::mcp::fake_llm::{FakeLlm, Reply};
+use crate::mcp::{call, result_json, Recorder, World};
 
 #[tokio::test]
 async fn cmdr_mcp_serves_the_tools_on_stdio_and_exits_when_stdin_closes() {

@@ -3,9 +3,9 @@
 use serde_json::json;
 use tokio::sync::Notify;
 
-use crate::fake_llm::{FakeLlm, Reply};
-use crate::rpc::{assert_error, tool_json, Rpc};
-use crate::{Server, World};
+use crate::mcp::fake_llm::{FakeLlm, Reply};
+use crate::mcp::rpc::{assert_error, tool_json, Rpc};
+use crate::mcp::{Server, World};
 
 #[tokio::test]
 async fn bash_exec_returns_the_combined_result_and_a_failure_is_a_tool_error() {
@@ -282,7 +282,7 @@ async fn a_second_run_on_a_busy_conversation_is_409_run_in_progress() {
 
     // … and the held run completes.
     gate.notify_one();
-    let held = crate::rpc::read_response(held, &held_id).await;
+    let held = crate::mcp::rpc::read_response(held, &held_id).await;
     let (held, _) = tool_json(&held);
     assert_eq!(held["status"], "completed");
     assert_eq!(held["answer"], "wait over");

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::fake_llm::{FakeLlm, Reply};
-use crate::World;
+use crate::service::fake_llm::{FakeLlm, Reply};
+use crate::service::World;
 
 /// Runs `cmdr ARGS` against the world's agents and database (and `llm`, if any).
 async fn cmdr(world: &World, llm: Option<&FakeLlm>, args: &[&str]) -> Output {

@@ -1,9 +1,6 @@
 //! The agent service end to end: real agent folders, a real SQLite file, the fake LLM
 //! server over HTTP, real commands.
 
-// Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 mod cli;
 use cmdr_test_support::fake_llm;
 

@@ -2,9 +2,6 @@
 //! schema, `config.toml`, traversal-safe names and the shipped `codex_agents/`. Real temp
 //! directories; no cache anywhere, so every test writes files and reads them back.
 
-// Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 mod agents_list;
 mod commands_list;
 mod config;

@@ -3,9 +3,6 @@
 //! client and by hand-written JSON-RPC, with real agent folders, a real SQLite file and
 //! the fake LLM server.
 
-// Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 mod cancel;
 mod client;
 use cmdr_test_support::fake_llm;

@@ -8,9 +8,6 @@
 //! - `security`: token, browser guard, body limit, unknown routes and methods.
 //! - `confine`: `--allow-root` over HTTP (working folders, commands, health).
 
-// Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 mod commands;
 mod confine;
 use cmdr_test_support::fake_llm;

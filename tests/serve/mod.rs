@@ -1,9 +1,6 @@
 //! `cmdr serve` as a process: addresses, health, the web UI, auth off loopback, and a
 //! graceful shutdown that stops in-flight runs and persists them.
 
-// Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use cmdr_test_support::fake_llm;
 mod floods;
 

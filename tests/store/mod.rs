@@ -1,9 +1,6 @@
 //! The conversation store against real SQLite files in temp dirs: every field round-trips,
 //! the codes, ordering, restarts and crashes, concurrent writers, WAL readers, migrations.
 
-// Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -389,7 +386,12 @@ fn every_committed_turn_survives_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_in(&dir);
     let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["crash_writer_child", "--exact", "--ignored", "--nocapture"])
+        .args([
+            "store::crash_writer_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(CRASH_DB_ENV, &path)
         .stdout(std::process::Stdio::null())
         .status()
