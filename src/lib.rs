@@ -23,6 +23,8 @@
 //! - [`json_lines`]: reading commands as JSON Lines (or pretty-printed objects) from a
 //!   stream, one malformed line never hiding the next.
 //! - [`store`]: persistent conversations and turns ([`store::Store`], SQLite by default).
+//! - [`turn`]: a conversation's turns as data ([`turn::Message`] …), below the agent loop
+//!   and the store, which both use them.
 //! - [`tty_input`]: the terminal [`InputBroker`](cmdr_executors::InputBroker) used by
 //!   `cmdr exec` to answer `REQUEST_USER_INPUT`.
 //! - [`web`]: the web UI (`web/`: HTML, CSS, ES modules) embedded in the binary
@@ -44,6 +46,7 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod tty_input;
+pub mod turn;
 pub mod web;
 
 pub use cmdr_executors as executors;

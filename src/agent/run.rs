@@ -19,10 +19,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::detector::ShellTagDetector;
 use super::events::{AgentEvent, DoneReason, ToolStatus};
-use super::history::{to_chat_messages, CommandMeta, Message, Role, ToolRun, TurnStatus};
+use super::history::to_chat_messages;
 use super::prompt::DEFAULT_SYSTEM_PROMPT;
 use super::tool_call::{format_tool_message, run_tool, ToolCall, ToolEnv, ToolOutcome};
 use crate::llm::{ChatRequest, LlmClient, LlmError};
+use crate::turn::{CommandMeta, Message, Role, ToolRun, TurnStatus};
 
 /// Iterations (model reply + its commands) per user turn, unless an agent says otherwise.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;

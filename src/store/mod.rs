@@ -3,10 +3,10 @@
 //!
 //! - `error`: [`StoreError`] and its stable codes.
 //! - `schema`: the pragmas and the ordered migrations (`PRAGMA user_version`).
-//! - `worker`: the store actor — one thread owning the connection, fed closures.
+//! - `actor`: the store actor — one thread owning the connection, fed closures.
 //! - `queries`: the SQL of each operation, synchronous, on a `&mut Connection`.
 //! - `sqlite`: [`SqliteStore`], opening the file and implementing [`Store`] on the worker.
-//! - `runs`: run markers, and closing a run a dead process left open in one transaction
+//! - `markers`: run markers, and closing a run a dead process left open in one transaction
 //!   (what closes it, and when, is start-up recovery's business: `crate::recovery`).
 //!
 //! The store only opens, migrates, reads and writes: it never decides whether a process
@@ -44,19 +44,19 @@
 //!   (a title is one line), cut to [`TITLE_MAX_CHARS`] characters; `""` until then.
 //!   Later messages never change it.
 
+mod actor;
 mod error;
+mod markers;
 mod queries;
-mod runs;
 mod schema;
 mod sqlite;
-mod worker;
 
 use std::future::Future;
 use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{CommandMeta, Message, Role, ToolRun, TurnStatus};
+use crate::turn::{CommandMeta, Message, Role, ToolRun, TurnStatus};
 
 pub use error::StoreError;
 pub use schema::{BUSY_TIMEOUT, SCHEMA_VERSION, SYNCHRONOUS};

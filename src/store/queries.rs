@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
 use super::{title_from, Conversation, StoreError, StoredTurn};
-use crate::agent::{CommandMeta, Message, Role, ToolRun, TurnStatus};
+use crate::turn::{CommandMeta, Message, Role, ToolRun, TurnStatus};
 
 /// The columns of a [`Conversation`], in [`conversation_from_row`] order.
 const CONVERSATION_COLUMNS: &str = "id, agent_name, title, cwd, archived, created_at, updated_at";

@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
-use super::worker::Worker;
+use super::actor::Worker;
 use super::{
-    queries, runs, schema, ClosingTurn, Conversation, RunMarker, Store, StoreError, StoreFuture,
+    markers, queries, schema, ClosingTurn, Conversation, RunMarker, Store, StoreError, StoreFuture,
     StoredTurn,
 };
-use crate::agent::Message;
+use crate::turn::Message;
 
 /// The database's file name inside the data dir.
 pub const DB_FILE_NAME: &str = "cmdr.sqlite3";
@@ -132,17 +132,17 @@ impl Store for SqliteStore {
     fn begin_run<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, ()> {
         let (conversation_id, owner) = (conversation_id.to_owned(), self.owner.clone());
         self.worker
-            .call(move |conn| runs::begin(conn, &conversation_id, &owner))
+            .call(move |conn| markers::begin(conn, &conversation_id, &owner))
     }
 
     fn end_run<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, ()> {
         let (conversation_id, owner) = (conversation_id.to_owned(), self.owner.clone());
         self.worker
-            .call(move |conn| runs::end(conn, &conversation_id, &owner))
+            .call(move |conn| markers::end(conn, &conversation_id, &owner))
     }
 
     fn run_markers(&self) -> StoreFuture<'_, Vec<RunMarker>> {
-        self.worker.call(runs::all)
+        self.worker.call(markers::all)
     }
 
     fn close_run<'a>(
@@ -152,7 +152,7 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'a, bool> {
         let marker = marker.clone();
         self.worker
-            .call(move |conn| runs::close(conn, &marker, closing))
+            .call(move |conn| markers::close(conn, &marker, closing))
     }
 }
 
