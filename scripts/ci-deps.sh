@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond cargo: nats-server (Debian package), plus the
-# util-linux/bsdutils tools the CLI tests use (`setsid`, `script`), then the browser
+# util-linux/bsdutils tools the CLI tests use (`setsid`, `script`), openssl (test
+# certificates for NATS over TLS), then the browser
 # test tools (scripts/ui-deps.sh: chromium, playwright-core). Safe to rerun.
 set -euo pipefail
 
@@ -8,6 +9,7 @@ missing=()
 command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
 command -v setsid >/dev/null 2>&1 || missing+=(util-linux)
 command -v script >/dev/null 2>&1 || missing+=(bsdutils)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use cmdr_executors::{Denied, RootError};
 
+use crate::nats::connect::ConnectFailure;
 use crate::store::StoreError;
 
 /// Why a front door could not be set up. [`SetupError::is_usage`] tells a mistake in the
@@ -28,14 +29,9 @@ pub enum SetupError {
         /// Why.
         source: std::io::Error,
     },
-    /// NATS cannot be reached.
-    #[error("cannot connect to NATS at {url}: {source}")]
-    Nats {
-        /// The URL.
-        url: String,
-        /// Why.
-        source: async_nats::ConnectError,
-    },
+    /// NATS cannot be reached, or refused the credentials (no secret in the text).
+    #[error(transparent)]
+    Nats(#[from] ConnectFailure),
     /// The conversation database cannot be opened.
     #[error("cannot open the database {}: {source}", path.display())]
     Database {

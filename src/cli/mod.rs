@@ -6,6 +6,7 @@ mod chat;
 mod chat_view;
 mod confine;
 mod exec;
+mod nats_args;
 mod output_limit;
 mod runner;
 mod serve;
@@ -85,16 +86,11 @@ impl Cli {
     }
 }
 
-/// Connects to NATS, naming the connection; the error says where and why.
-async fn connect(url: &str, name: &str) -> Result<async_nats::Client, crate::app::SetupError> {
-    async_nats::ConnectOptions::new()
-        .name(name)
-        .connect(url)
-        .await
-        .map_err(|source| crate::app::SetupError::Nats {
-            url: url.to_owned(),
-            source,
-        })
+/// Connects to NATS; the error says where and why (never with a secret).
+async fn connect(
+    connect: &crate::nats::connect::NatsConnect,
+) -> Result<async_nats::Client, crate::app::SetupError> {
+    Ok(connect.connect().await?)
 }
 
 /// Resolves on SIGINT or SIGTERM.

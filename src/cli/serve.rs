@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use super::agents::ServiceOptions;
 use super::confine::{self, ConfineArgs};
+use super::nats_args::NatsAuthArgs;
 use super::output_limit::OutputLimitArgs;
 use super::server_limits::ServerLimitsArgs;
 use super::setup::llm_client;
@@ -20,6 +21,7 @@ use crate::agents::AgentCatalog;
 use crate::app::SetupError;
 use crate::http::listener::{self, ListenerLimits};
 use crate::mcp::SessionLimits;
+use crate::nats::connect::NatsConnect;
 use crate::server::{AppState, StateConfig};
 use crate::store::SqliteStore;
 
@@ -35,9 +37,13 @@ pub struct ServeArgs {
     /// Address of the MCP server (streamable HTTP at `/mcp`).
     #[arg(long, env = "CMDR_MCP_ADDR", default_value = "127.0.0.1:5012")]
     pub mcp_addr: SocketAddr,
-    /// Run commands on the NATS worker pool at this URL instead of in-process.
+    /// Run commands on the NATS worker pool at this URL (or comma-separated URLs of a
+    /// cluster) instead of in-process.
     #[arg(long, value_name = "URL")]
     pub nats: Option<String>,
+    /// Credentials and TLS for NATS.
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
     /// Bearer token required on every route and tool; mandatory off loopback.
     #[arg(
         long,
@@ -69,9 +75,13 @@ pub const MIN_OPEN_TOKEN_LEN: usize = 16;
 /// Arguments of `cmdr mcp`.
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
-    /// Run commands on the NATS worker pool at this URL instead of in-process.
+    /// Run commands on the NATS worker pool at this URL (or comma-separated URLs of a
+    /// cluster) instead of in-process.
     #[arg(long, value_name = "URL")]
     pub nats: Option<String>,
+    /// Credentials and TLS for NATS.
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
     /// Where runs without a working folder start (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub working_folder: Option<PathBuf>,
@@ -97,7 +107,7 @@ fn complain(text: &str) {
 /// What both subcommands build their state from; the error is a usage error.
 fn state_config(
     options: &ServiceOptions,
-    nats: Option<String>,
+    nats: Option<NatsConnect>,
     auth_token: Option<String>,
     working_folder: Option<PathBuf>,
     confine: &ConfineArgs,
@@ -163,7 +173,9 @@ pub async fn run(args: ServeArgs) -> u8 {
     let limits = (args.limits.listener(fd_limit), args.limits.sessions());
     let config = match state_config(
         &args.options,
-        args.nats,
+        args.nats
+            .as_deref()
+            .map(|url| args.nats_auth.connect(url, "cmdr serve")),
         args.auth_token,
         args.working_folder,
         &args.confine,
@@ -270,7 +282,9 @@ async fn serve_both(
 pub async fn run_mcp(args: McpArgs) -> u8 {
     let config = match state_config(
         &args.options,
-        args.nats,
+        args.nats
+            .as_deref()
+            .map(|url| args.nats_auth.connect(url, "cmdr mcp")),
         None,
         args.working_folder,
         &args.confine,

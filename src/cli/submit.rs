@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::nats_args::NatsAuthArgs;
 use super::output_limit::OutputLimitArgs;
 use super::runner::{self, CommandStream, RunOptions, Submitter};
 use super::{connect, EXIT_USAGE};
@@ -15,6 +16,9 @@ pub struct SubmitArgs {
     /// The NATS server.
     #[arg(long, env = "CMDR_NATS_URL", default_value = "nats://127.0.0.1:4222")]
     pub nats: String,
+    /// Credentials and TLS for NATS.
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
     /// A file of commands, `-` for stdin (the default), or one JSON command.
     pub input: Option<String>,
     /// Print one combined result per command instead of every message.
@@ -34,7 +38,7 @@ pub struct SubmitArgs {
 
 /// Runs `cmdr submit`; returns the exit status.
 pub async fn run(args: SubmitArgs) -> u8 {
-    let client = match connect(&args.nats, "cmdr submit").await {
+    let client = match connect(&args.nats_auth.connect(&args.nats, "cmdr submit")).await {
         Ok(client) => client,
         Err(message) => {
             eprintln!("cmdr submit: {message}");

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::confine::{self, ConfineArgs};
+use super::nats_args::NatsAuthArgs;
 use super::{connect, shutdown_signal, EXIT_OK, EXIT_USAGE};
 use crate::nats::durable::DurableSettings;
 use crate::nats::input::NatsInput;
@@ -16,6 +17,9 @@ pub struct WorkerArgs {
     /// The NATS server.
     #[arg(long, env = "CMDR_NATS_URL", default_value = "nats://127.0.0.1:4222")]
     pub nats: String,
+    /// Credentials and TLS for NATS.
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
     /// Queue group shared by the worker pool.
     #[arg(long, default_value = subjects::DEFAULT_QUEUE)]
     pub queue: String,
@@ -48,7 +52,8 @@ pub async fn run(args: WorkerArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let client = match connect(&args.nats, "cmdr worker").await {
+    let nats = args.nats_auth.connect(&args.nats, "cmdr worker");
+    let client = match connect(&nats).await {
         Ok(client) => client,
         Err(message) => {
             eprintln!("cmdr worker: {message}");
@@ -75,7 +80,7 @@ pub async fn run(args: WorkerArgs) -> u8 {
         options.queue,
         options.jobs,
         if args.durable { "durable" } else { "core" },
-        args.nats
+        nats.shown_servers()
     );
     match worker::run(client, registry, options, shutdown_signal()).await {
         Ok(()) => EXIT_OK,

@@ -179,6 +179,7 @@ async fn health(State(state): State<HttpState>, headers: HeaderMap) -> Json<Heal
         .and_then(|v| v.to_str().ok());
     if app.auth_token.is_some() && !app.authorized(given) {
         health.confinement.hide_roots();
+        health.nats_server = None;
     }
     Json(health)
 }

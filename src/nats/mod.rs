@@ -5,6 +5,7 @@
 //! - [`subjects`]: subject names and the id rule (an id is one subject token).
 //! - [`wire`]: the small JSON messages of the bus besides commands and results.
 //! - [`chunk`]: splitting results larger than the server's `max_payload`.
+//! - [`connect`]: connecting with credentials, TLS and several servers, secrets masked.
 //! - [`durable`]: the JetStream streams and consumer settings both roles share.
 //!
 //! By role, each with its core and durable parts (neither imports the other):
@@ -18,6 +19,7 @@
 //! producer or the server restarts. Both are described in `docs/nats.md`.
 
 pub mod chunk;
+pub mod connect;
 pub mod durable;
 pub mod producer;
 pub mod subjects;

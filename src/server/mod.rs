@@ -19,6 +19,7 @@ use crate::agent::AgentLoop;
 use crate::agents::AgentCatalog;
 use crate::app::{RegistryBuilder, SetupError};
 use crate::llm::LlmClient;
+use crate::nats::connect::{connected_server, NatsConnect};
 use crate::nats::producer::Producer;
 use crate::nats::remote::RemoteExecutor;
 use crate::service::AgentService;
@@ -60,8 +61,8 @@ pub struct StateConfig {
     pub agents_dir: PathBuf,
     /// The SQLite file.
     pub db: PathBuf,
-    /// Run commands on the worker pool at this NATS URL instead of in-process.
-    pub nats: Option<String>,
+    /// Run commands on the worker pool reached this way instead of in-process.
+    pub nats: Option<NatsConnect>,
     /// Bearer token protecting every route and tool.
     pub auth_token: Option<String>,
     /// Where runs without a working folder start.
@@ -88,6 +89,9 @@ pub struct Health {
     pub persistence: &'static str,
     /// `off` (in-process executors), `connected` or `disconnected`.
     pub nats: &'static str,
+    /// The NATS server connected to (`host:port (name)`); shown to callers with the token.
+    #[serde(rename = "natsServer", skip_serializing_if = "Option::is_none")]
+    pub nats_server: Option<String>,
     /// Whether a model is configured.
     pub llm: bool,
     /// Seconds since start.
@@ -189,8 +193,8 @@ impl AppState {
                 ),
                 None,
             ),
-            Some(url) => {
-                let (registry, client) = remote_registry(url, &inputs).await?;
+            Some(connect) => {
+                let (registry, client) = remote_registry(connect, &inputs).await?;
                 (registry, Some(client))
             }
         };
@@ -228,11 +232,17 @@ impl AppState {
             },
         };
         let wedged = cmdr_executors::files::watch::wedged();
+        let nats_server = self
+            .nats
+            .as_ref()
+            .filter(|client| client.connection_state() == async_nats::connection::State::Connected)
+            .map(connected_server);
         Health {
             status: if wedged.count == 0 { "ok" } else { "degraded" },
             version: env!("CARGO_PKG_VERSION"),
             persistence,
             nats,
+            nats_server,
             llm: self
                 .service
                 .agent_loop()
@@ -320,20 +330,13 @@ pub fn confined_registry(
         .build()
 }
 
-/// A registry whose commands run on the worker pool at `url`; workers' questions are
+/// A registry whose commands run on the worker pool reached by `connect`; workers' questions are
 /// answered through `inputs`.
 async fn remote_registry(
-    url: &str,
+    connect: &NatsConnect,
     inputs: &PendingInputs,
 ) -> Result<(Registry, async_nats::Client), SetupError> {
-    let client = async_nats::ConnectOptions::new()
-        .name("cmdr serve")
-        .connect(url)
-        .await
-        .map_err(|source| SetupError::Nats {
-            url: url.to_owned(),
-            source,
-        })?;
+    let client = connect.connect().await?;
     let producer = Producer::new(client.clone()).with_input_broker(Arc::new(inputs.clone()));
     Ok((RemoteExecutor::registry(producer), client))
 }

@@ -57,6 +57,11 @@ impl NatsServer {
         assert!(self.wait_until_listening(), "nats-server did not restart");
     }
 
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// `nats://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)

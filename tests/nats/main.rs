@@ -5,6 +5,7 @@
 // Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod auth;
 mod bus;
 mod cli;
 mod durable;

@@ -16,7 +16,7 @@ async fn a_server_state_with_nats_runs_commands_on_the_worker_pool() {
         StateConfig {
             agents_dir: dir.path().join("agents"),
             db: dir.path().join("cmdr.sqlite3"),
-            nats: Some(server.url()),
+            nats: Some(cmdr::nats::connect::NatsConnect::new(&server.url(), "test")),
             auth_token: None,
             default_cwd: dir.path().to_owned(),
             paths: cmdr_executors::PathPolicy::unrestricted(),
