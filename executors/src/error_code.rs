@@ -151,6 +151,8 @@ error_codes! {
     NoWorkers = "NO_WORKERS", Unavailable;
     /// No worker accepted the command in time.
     NotAccepted = "NOT_ACCEPTED", Failed;
+    /// Every worker asked was full for the whole wait (their backlogs at their limits).
+    WorkersBusy = "WORKERS_BUSY", Unavailable;
     /// The worker that ran the command is gone.
     WorkerLost = "WORKER_LOST", Failed;
     /// The worker lives but no longer has the command: its results were lost.

@@ -9,7 +9,7 @@ use super::{connect, shutdown_signal, EXIT_OK, EXIT_USAGE};
 use crate::nats::durable::DurableSettings;
 use crate::nats::input::NatsInput;
 use crate::nats::subjects;
-use crate::nats::worker::{self, WorkerOptions};
+use crate::nats::worker::{self, WorkerOptions, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES};
 
 /// Arguments of `cmdr worker`.
 #[derive(Debug, clap::Args)]
@@ -26,6 +26,13 @@ pub struct WorkerArgs {
     /// Commands run at once by this worker.
     #[arg(long, short = 'j', default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub jobs: u32,
+    /// Core mode: commands accepted and waiting for a free job at most; beyond, commands
+    /// are answered busy and the producer tries again (maybe on another worker).
+    #[arg(long, default_value_t = DEFAULT_MAX_QUEUED, value_name = "N")]
+    pub max_queued: usize,
+    /// Core mode: MiB of waiting commands' payloads at most.
+    #[arg(long, default_value_t = DEFAULT_MAX_QUEUED_BYTES / (1024 * 1024), value_name = "MIB")]
+    pub max_queued_mib: usize,
     /// On shutdown, seconds running commands may go on before they are cancelled.
     #[arg(long, default_value_t = 10)]
     pub grace_secs: u64,
@@ -67,6 +74,8 @@ pub async fn run(args: WorkerArgs) -> u8 {
     let options = WorkerOptions {
         queue: args.queue,
         jobs: args.jobs as usize,
+        max_queued: args.max_queued,
+        max_queued_bytes: args.max_queued_mib.saturating_mul(1024 * 1024),
         shutdown_grace: Duration::from_secs(args.grace_secs),
         durable: args.durable.then(|| DurableSettings {
             ack_wait: Duration::from_secs(args.ack_wait_secs),

@@ -14,6 +14,9 @@ pub struct Accepted {
     /// command (absent from workers that predate the check; the producer then just waits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<String>,
+    /// The worker is full and did not take the command: the producer tries again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busy: bool,
 }
 
 /// A worker's answer on `cmdr.alive.<worker>` to a producer asking about one command.

@@ -9,6 +9,7 @@ mod auth;
 mod bus;
 mod cli;
 mod durable;
+mod flood;
 mod remote;
 mod serve;
 use cmdr_test_support::nats_server as server;

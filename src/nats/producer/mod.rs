@@ -44,6 +44,11 @@ use liveness::Lost;
 /// How long `submit` waits for a worker to acknowledge a command.
 pub const ACCEPT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// First pause before asking again after every worker asked was busy.
+const BUSY_RETRY_FIRST: Duration = Duration::from_millis(20);
+/// Longest pause between two attempts.
+const BUSY_RETRY_MAX: Duration = Duration::from_millis(500);
+
 /// Why a submission, cancel or answer failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ProducerError {
@@ -56,6 +61,9 @@ pub enum ProducerError {
     /// Workers exist but none acknowledged in time.
     #[error("no worker accepted the command within {0:?}")]
     NotAccepted(Duration),
+    /// Every worker asked was full (its backlog at its limit) for the whole wait.
+    #[error("every worker was busy for {0:?}; try again later or add workers")]
+    Busy(Duration),
     /// `answer_input` named a command that asked nothing.
     #[error("command '{0}' is not waiting for input")]
     NotWaiting(String),
@@ -78,6 +86,7 @@ impl ProducerError {
             ProducerError::InvalidId(_) => ErrorCode::InvalidCommand,
             ProducerError::NoWorkers(_) => ErrorCode::NoWorkers,
             ProducerError::NotAccepted(_) => ErrorCode::NotAccepted,
+            ProducerError::Busy(_) => ErrorCode::WorkersBusy,
             ProducerError::NotWaiting(_) => ErrorCode::NotWaiting,
             ProducerError::Nats(_) => ErrorCode::NatsError,
             ProducerError::WorkerLost(_) => ErrorCode::WorkerLost,
@@ -190,27 +199,46 @@ impl Producer {
     }
 
     /// Core mode: publish as a request a worker acknowledges; the id of the worker that
-    /// took it, when it gives one.
+    /// took it, when it gives one. A worker that answers `busy` did not take it: the
+    /// request is sent again (the queue group may pick another worker) with a growing
+    /// pause, until [`ACCEPT_TIMEOUT`] has passed.
     async fn request_core(
         &self,
         subject: String,
         payload: Vec<u8>,
     ) -> Result<Option<String>, ProducerError> {
-        let request = Request::new()
-            .payload(payload.into())
-            .timeout(Some(ACCEPT_TIMEOUT));
-        match self.client.send_request(subject.clone(), request).await {
-            Ok(reply) => Ok(serde_json::from_slice::<Accepted>(&reply.payload)
-                .ok()
-                .and_then(|accepted| accepted.worker)
-                .filter(|worker| subjects::is_valid_id(worker))),
-            Err(e) if e.kind() == RequestErrorKind::NoResponders => {
-                Err(ProducerError::NoWorkers(subject))
+        let payload = bytes::Bytes::from(payload);
+        let deadline = tokio::time::Instant::now() + ACCEPT_TIMEOUT;
+        let mut pause = BUSY_RETRY_FIRST;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let request = Request::new()
+                .payload(payload.clone())
+                .timeout(Some(left.max(Duration::from_millis(1))));
+            let accepted = match self.client.send_request(subject.clone(), request).await {
+                Ok(reply) => serde_json::from_slice::<Accepted>(&reply.payload).ok(),
+                Err(e) if e.kind() == RequestErrorKind::NoResponders => {
+                    return Err(ProducerError::NoWorkers(subject))
+                }
+                Err(e) if e.kind() == RequestErrorKind::TimedOut => {
+                    return Err(ProducerError::NotAccepted(ACCEPT_TIMEOUT))
+                }
+                Err(e) => return Err(nats_error(e)),
+            };
+            match accepted {
+                Some(accepted) if accepted.busy => {
+                    if tokio::time::Instant::now() + pause >= deadline {
+                        return Err(ProducerError::Busy(ACCEPT_TIMEOUT));
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(BUSY_RETRY_MAX);
+                }
+                accepted => {
+                    return Ok(accepted
+                        .and_then(|accepted| accepted.worker)
+                        .filter(|worker| subjects::is_valid_id(worker)))
+                }
             }
-            Err(e) if e.kind() == RequestErrorKind::TimedOut => {
-                Err(ProducerError::NotAccepted(ACCEPT_TIMEOUT))
-            }
-            Err(e) => Err(nats_error(e)),
         }
     }
 

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::task::TaskTracker;
 
 use super::alive::Holding;
+use super::backlog::Backlog;
 use super::common::{decode_or_answer, listen_for_cancels, start};
 use super::options::{WorkerError, WorkerOptions};
 use super::publish::Publisher;
@@ -44,7 +45,14 @@ pub(super) async fn run(
     let cancel_listener = tokio::spawn(listen_for_cancels(cancels, registry.clone()));
     let alive_responder = tokio::spawn(holding.clone().answer(alive, client.clone()));
     let (queue, mut queued) = mpsc::unbounded_channel();
-    let reader = tokio::spawn(accept(commands, client.clone(), queue, holding.clone()));
+    let backlog = Arc::new(Backlog::new(options.max_queued, options.max_queued_bytes));
+    let reader = tokio::spawn(accept(
+        commands,
+        client.clone(),
+        queue,
+        holding.clone(),
+        backlog.clone(),
+    ));
     let publisher = Publisher::core(client.clone());
     let dispatcher = dispatch(
         &mut queued,
@@ -55,6 +63,7 @@ pub(super) async fn run(
         },
         options.jobs,
         &tracker,
+        &backlog,
     );
     tokio::select! {
         () = dispatcher => {}
@@ -83,21 +92,27 @@ pub(super) async fn run(
     Ok(())
 }
 
-/// Answers each received command with [`Accepted`] (naming this worker), holds its id
-/// (see [`Holding`]) and queues it.
+/// Answers each received command with [`Accepted`] (naming this worker) and queues it,
+/// holding its id (see [`Holding`]); past the [`Backlog`]'s limits it answers `busy`
+/// instead and drops it.
 async fn accept(
     mut commands: async_nats::Subscriber,
     client: Client,
     queue: mpsc::UnboundedSender<Message>,
     holding: Holding,
+    backlog: Arc<Backlog>,
 ) {
     while let Some(message) = commands.next().await {
         let id = peek_command_id(&message.payload).unwrap_or_default();
-        holding.hold(&id);
+        let admitted = backlog.try_admit(message.payload.len());
+        if admitted {
+            holding.hold(&id);
+        }
         if let Some(reply) = message.reply.clone() {
             let accepted = Accepted {
                 command_id: id,
                 worker: Some(holding.worker_id().to_owned()),
+                busy: !admitted,
             };
             if let Ok(body) = serde_json::to_vec(&accepted) {
                 if let Err(e) = client.publish(reply, body.into()).await {
@@ -105,7 +120,7 @@ async fn accept(
                 }
             }
         }
-        if queue.send(message).is_err() {
+        if admitted && queue.send(message).is_err() {
             return;
         }
     }
@@ -117,12 +132,14 @@ async fn dispatch(
     runner: Runner,
     jobs: usize,
     tracker: &TaskTracker,
+    backlog: &Backlog,
 ) {
     let slots = Arc::new(Semaphore::new(jobs.max(1)));
     while let Some(message) = queued.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
+        backlog.release(message.payload.len());
         let runner = runner.clone();
         tracker.spawn(async move {
             runner.run(&message).await;

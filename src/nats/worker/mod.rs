@@ -15,10 +15,12 @@
 //!   (nothing lost).
 //! - `options`: [`WorkerOptions`] and [`WorkerError`]; `common`: what both loops do with
 //!   one command (decode, start, cancels).
+//! - `backlog`: the bound on accepted-but-waiting commands (core mode);
 //! - `publish`: publishing result streams; `alive`: answering liveness checks (core);
 //!   [`input`]: `REQUEST_USER_INPUT` asked of the producer over the bus.
 
 mod alive;
+mod backlog;
 mod common;
 mod core_loop;
 mod durable_loop;
@@ -26,7 +28,7 @@ pub mod input;
 mod options;
 mod publish;
 
-pub use options::{WorkerError, WorkerOptions};
+pub use options::{WorkerError, WorkerOptions, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES};
 
 use std::future::Future;
 

@@ -7,6 +7,12 @@ use cmdr_executors::ErrorCode;
 use crate::nats::durable::{DurableError, DurableSettings};
 use crate::nats::subjects;
 
+/// Default bound on commands waiting in a core worker.
+pub const DEFAULT_MAX_QUEUED: usize = 256;
+
+/// Default bound on the payload bytes of the commands waiting in a core worker (64 MiB).
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
+
 /// Settings of a worker.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
@@ -14,6 +20,11 @@ pub struct WorkerOptions {
     pub queue: String,
     /// Commands run at once.
     pub jobs: usize,
+    /// Core mode: commands accepted and waiting for a free job at most; beyond, a command
+    /// is answered `busy` (the producer tries again, maybe on another worker).
+    pub max_queued: usize,
+    /// Core mode: payload bytes of the waiting commands at most (one is always taken).
+    pub max_queued_bytes: usize,
     /// On shutdown, how long running commands may go on before they are cancelled.
     pub shutdown_grace: Duration,
     /// Durable mode (JetStream) with these settings; core mode when `None`.
@@ -25,6 +36,8 @@ impl Default for WorkerOptions {
         Self {
             queue: subjects::DEFAULT_QUEUE.to_owned(),
             jobs: 16,
+            max_queued: DEFAULT_MAX_QUEUED,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
             shutdown_grace: Duration::from_secs(10),
             durable: None,
         }

@@ -1,0 +1,132 @@
+//! A flood of large commands at a core worker: the worker holds a bounded backlog and
+//! answers the rest `busy`, so its memory stays bounded; producers told `busy` try again
+//! and their commands still run.
+
+use std::process::Stdio;
+
+use futures_util::StreamExt;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::{collect, producer, NatsServer, PATIENCE};
+
+/// Peak resident memory of process `pid`, in MiB.
+fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        / 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_large_commands_keeps_a_worker_small() {
+    let server = NatsServer::start();
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_cmdr"))
+        .args([
+            "worker",
+            "--nats",
+            &server.url(),
+            "--jobs",
+            "2",
+            "--max-queued",
+            "4",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(worker.stderr.take().unwrap()).lines();
+    tokio::time::timeout(PATIENCE, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("serving") {
+                return;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let pid = worker.id().unwrap();
+    let before = peak_rss_mib(pid);
+
+    // 1,500 commands of 500 KiB each (750 MB in all), 64 in flight at a time.
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let padding = "x".repeat(500 * 1024);
+    let replies: Vec<bool> = futures_util::stream::iter(0..1500)
+        .map(|n| {
+            let client = client.clone();
+            let body = format!(
+                r#"{{"command_id":"flood-{n}","commandType":"BASH_EXEC","command":"sleep 1","description":"{padding}"}}"#
+            );
+            async move {
+                let reply = client
+                    .request("cmdr.commands.BASH_EXEC", body.into())
+                    .await
+                    .unwrap();
+                let accepted: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap();
+                accepted["busy"].as_bool().unwrap_or(false)
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let busy = replies.iter().filter(|b| **b).count();
+    let peak = peak_rss_mib(pid);
+    assert!(busy > 1000, "the worker took {} of 1,500", 1500 - busy);
+    assert!(
+        peak < before + 100,
+        "the worker's peak memory grew from {before} to {peak} MiB"
+    );
+    eprintln!(
+        "flood: {} accepted, {busy} busy; worker peak RSS {before} -> {peak} MiB",
+        1500 - busy
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_told_busy_try_again_and_every_command_runs() {
+    let server = NatsServer::start();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let registry = cmdr::app::RegistryBuilder::new().build();
+    let options = cmdr::nats::worker::WorkerOptions {
+        jobs: 1,
+        max_queued: 1,
+        shutdown_grace: std::time::Duration::from_millis(200),
+        ..Default::default()
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let until = stop.clone().cancelled_owned();
+    let task = tokio::spawn(cmdr::nats::worker::run(client, registry, options, until));
+    let probe = async_nats::connect(server.url()).await.unwrap();
+    server.wait_for_subscribers(&probe).await;
+    let producer = producer(&server).await;
+    let runs = (0..4).map(|n| {
+        let producer = producer.clone();
+        async move {
+            let json = format!(
+                r#"{{"command_id":"busy-{n}","commandType":"BASH_EXEC","command":"sleep 0.3; echo done-{n}"}}"#
+            );
+            let command = cmdr_executors::decode_command(&json).unwrap();
+            let stream = producer.submit(command).await.unwrap();
+            collect(stream).await
+        }
+    });
+    let results = futures_util::future::join_all(runs).await;
+    for (n, messages) in results.iter().enumerate() {
+        let end = messages.last().unwrap();
+        assert_eq!(
+            end.status,
+            cmdr_executors::ExecutionStatus::Succeeded,
+            "{messages:#?}"
+        );
+        assert!(crate::data(messages).contains(&format!("done-{n}")));
+    }
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
