@@ -151,6 +151,8 @@ error_codes! {
     NoWorkers = "NO_WORKERS", Unavailable;
     /// No worker accepted the command in time.
     NotAccepted = "NOT_ACCEPTED", Failed;
+    /// Durable: the id was used, within the de-duplication window, for a different command.
+    CommandIdConflict = "COMMAND_ID_CONFLICT", Conflict;
     /// Every worker asked was full for the whole wait (their backlogs at their limits).
     WorkersBusy = "WORKERS_BUSY", Unavailable;
     /// The worker that ran the command is gone.

@@ -75,6 +75,42 @@ impl DurableError {
     }
 }
 
+/// The stream remembering, per durable command id, what command it named (a SHA-256 of
+/// its JSON, one message per id on `cmdr.ids.<sha256 of the id>`) for as long as ids are
+/// de-duplicated. A plain stream rather than a KV bucket: nats-server 2.9 rejects the KV
+/// configuration this client sends.
+pub const IDS_STREAM: &str = "CMDR_IDS";
+
+/// The subject of `id`'s record in [`IDS_STREAM`].
+pub fn id_subject(id: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    format!("cmdr.ids.{}", hex(digest.as_ref()))
+}
+
+/// Lower-case hexadecimal.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Creates (if missing) and returns the stream of [`IDS_STREAM`].
+pub async fn ensure_ids(
+    js: &jetstream::Context,
+    settings: &DurableSettings,
+) -> Result<stream::Stream, DurableError> {
+    js.get_or_create_stream(stream::Config {
+        name: IDS_STREAM.to_owned(),
+        subjects: vec!["cmdr.ids.>".to_owned()],
+        retention: stream::RetentionPolicy::Limits,
+        storage: stream::StorageType::File,
+        max_messages_per_subject: 1,
+        max_age: settings.dedupe_window,
+        discard: stream::DiscardPolicy::Old,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| DurableError::new("creating CMDR_IDS", e))
+}
+
 /// Creates both streams if missing.
 pub async fn ensure_streams(
     js: &jetstream::Context,

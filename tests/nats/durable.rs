@@ -169,6 +169,32 @@ async fn the_same_command_id_submitted_twice_runs_once() {
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\n");
 }
 
+#[tokio::test]
+async fn an_id_reused_for_a_different_command_is_refused() {
+    let server = NatsServer::start();
+    let (_stop, _task) = durable_worker(&server).await;
+    let producer = durable_producer(&server).await;
+    let first = r#"{"command_id":"fixed-1","commandType":"BASH_EXEC","command":"echo first"}"#;
+    let other = r#"{"command_id":"fixed-1","commandType":"BASH_EXEC","command":"echo other"}"#;
+    let ran = collect(producer.submit(command(first)).await.unwrap()).await;
+    assert_eq!(data(&ran), "first\n");
+    let refused = producer.submit(command(other)).await.err().unwrap();
+    assert_eq!(
+        refused.code(),
+        cmdr::executors::ErrorCode::CommandIdConflict
+    );
+    assert!(refused.to_string().contains("fixed-1"), "{refused}");
+    // Another producer, the same rule; and the identical command still replays.
+    let second = durable_producer(&server).await;
+    let failed = collect(second.submit_json(other).await).await;
+    assert_eq!(
+        failed.last().unwrap().error_code.as_deref(),
+        Some("COMMAND_ID_CONFLICT")
+    );
+    let replayed = collect(second.submit(command(first)).await.unwrap()).await;
+    assert_eq!(data(&replayed), "first\n");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_command_leaves_it_to_another() {
     let server = NatsServer::start();

@@ -35,7 +35,7 @@ use futures_core::Stream;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::nats::durable::{ensure_streams, DurableSettings};
+use crate::nats::durable::{ensure_ids, ensure_streams, hex, id_subject, DurableSettings};
 use crate::nats::subjects;
 use crate::nats::wire::{Accepted, InputAnswer, InputQuestion};
 use follow::{follow, Followed};
@@ -61,6 +61,10 @@ pub enum ProducerError {
     /// Workers exist but none acknowledged in time.
     #[error("no worker accepted the command within {0:?}")]
     NotAccepted(Duration),
+    /// Durable mode: the id was used, within the de-duplication window, for a different
+    /// command (resubmitting the same command is fine: it replays its results).
+    #[error("command id '{0}' was already used for a different command; give this one another id")]
+    IdConflict(String),
     /// Every worker asked was full (its backlog at its limit) for the whole wait.
     #[error("every worker was busy for {0:?}; try again later or add workers")]
     Busy(Duration),
@@ -87,6 +91,7 @@ impl ProducerError {
             ProducerError::NoWorkers(_) => ErrorCode::NoWorkers,
             ProducerError::NotAccepted(_) => ErrorCode::NotAccepted,
             ProducerError::Busy(_) => ErrorCode::WorkersBusy,
+            ProducerError::IdConflict(_) => ErrorCode::CommandIdConflict,
             ProducerError::NotWaiting(_) => ErrorCode::NotWaiting,
             ProducerError::Nats(_) => ErrorCode::NatsError,
             ProducerError::WorkerLost(_) => ErrorCode::WorkerLost,
@@ -105,6 +110,8 @@ pub struct Producer {
     client: Client,
     /// Durable mode: commands go through JetStream, results are read from `CMDR_RESULTS`.
     js: Option<jetstream::Context>,
+    /// Durable mode: what command each recent id named (`CMDR_IDS`).
+    ids: Option<jetstream::stream::Stream>,
     /// Reply subjects of questions waiting for an answer, by command id.
     questions: Arc<DashMap<String, Subject>>,
     broker: Option<Arc<dyn InputBroker>>,
@@ -116,6 +123,7 @@ impl Producer {
         Self {
             client,
             js: None,
+            ids: None,
             questions: Arc::default(),
             broker: None,
         }
@@ -126,11 +134,12 @@ impl Producer {
     /// start, so nothing is missed across reconnects. Creates the streams if missing.
     pub async fn durable(client: Client) -> Result<Self, ProducerError> {
         let js = jetstream::new(client.clone());
-        ensure_streams(&js, &DurableSettings::default())
-            .await
-            .map_err(nats_error)?;
+        let settings = DurableSettings::default();
+        ensure_streams(&js, &settings).await.map_err(nats_error)?;
+        let ids = ensure_ids(&js, &settings).await.map_err(nats_error)?;
         Ok(Self {
             js: Some(js),
+            ids: Some(ids),
             ..Self::new(client)
         })
     }
@@ -153,6 +162,9 @@ impl Producer {
         let subject = subjects::command(command.command_type().as_str());
         let watch = match &self.js {
             Some(js) => {
+                if let Some(ids) = &self.ids {
+                    claim_id(js, ids, &id, &payload).await?;
+                }
                 publish_durably(js, subject, &id, payload).await?;
                 None
             }
@@ -315,6 +327,42 @@ impl Producer {
                 Err(e) => tracing::warn!("no answer to a question: {e}"),
             }
         });
+    }
+}
+
+/// Durable mode: records which command `id` names (a SHA-256 of its JSON), unless the id
+/// is already recorded: then the same command may go on (its publish is de-duplicated and
+/// its results replayed), a different one is refused.
+async fn claim_id(
+    js: &jetstream::Context,
+    ids: &jetstream::stream::Stream,
+    id: &str,
+    payload: &[u8],
+) -> Result<(), ProducerError> {
+    let subject = id_subject(id);
+    let hash = hex(ring::digest::digest(&ring::digest::SHA256, payload).as_ref());
+    let mut headers = async_nats::HeaderMap::new();
+    // Stored only if nothing is stored for this id yet (atomic on the server).
+    headers.insert(async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE, "0");
+    let published = js
+        .publish_with_headers(subject.clone(), headers, hash.clone().into())
+        .await
+        .map_err(nats_error)?
+        .await;
+    match published {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
+            let known = ids
+                .get_last_raw_message_by_subject(&subject)
+                .await
+                .map_err(nats_error)?;
+            if known.payload.as_ref() == hash.as_bytes() {
+                Ok(())
+            } else {
+                Err(ProducerError::IdConflict(id.to_owned()))
+            }
+        }
+        Err(e) => Err(nats_error(e)),
     }
 }
 
