@@ -46,6 +46,10 @@ pub struct NatsAuthArgs {
     /// Require TLS even with nats:// URLs.
     #[arg(long = "nats-tls", env = "CMDR_NATS_TLS")]
     pub tls: bool,
+    /// The producer id in this client's subjects (cmdr.commands.<id>.…); default: the NATS
+    /// user name, else a random one. Permissions confine a producer to its id's subjects.
+    #[arg(long = "producer-id", env = "CMDR_PRODUCER_ID", value_name = "ID")]
+    pub producer_id: Option<String>,
 }
 
 impl NatsAuthArgs {
@@ -61,6 +65,7 @@ impl NatsAuthArgs {
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
             tls_required: self.tls,
+            producer_id: self.producer_id.clone(),
             ..NatsConnect::new(servers, name)
         }
     }

@@ -38,7 +38,8 @@ pub struct SubmitArgs {
 
 /// Runs `cmdr submit`; returns the exit status.
 pub async fn run(args: SubmitArgs) -> u8 {
-    let client = match connect(&args.nats_auth.connect(&args.nats, "cmdr submit")).await {
+    let nats = args.nats_auth.connect(&args.nats, "cmdr submit");
+    let client = match connect(&nats).await {
         Ok(client) => client,
         Err(message) => {
             eprintln!("cmdr submit: {message}");
@@ -55,6 +56,16 @@ pub async fn run(args: SubmitArgs) -> u8 {
         }
     } else {
         Producer::new(client)
+    };
+    let producer = match nats.producer_id() {
+        Some(id) => match producer.with_id(&id) {
+            Ok(producer) => producer,
+            Err(e) => {
+                eprintln!("cmdr submit: producer id: {e}");
+                return EXIT_USAGE;
+            }
+        },
+        None => producer,
     };
     let producer = producer.with_input_broker(Arc::new(TtyInput::default()));
     let options = RunOptions {

@@ -38,6 +38,10 @@ pub struct NatsConnect {
     pub tls_key: Option<PathBuf>,
     /// Require TLS even with `nats://` URLs.
     pub tls_required: bool,
+    /// The producer id this connection's commands carry (default: the user name); also
+    /// its inbox prefix (`_INBOX.<id>`), so that permissions can give each producer its
+    /// own replies.
+    pub producer_id: Option<String>,
 }
 
 impl fmt::Debug for NatsConnect {
@@ -55,6 +59,7 @@ impl fmt::Debug for NatsConnect {
             .field("tls_cert", &self.tls_cert)
             .field("tls_key", &self.tls_key)
             .field("tls_required", &self.tls_required)
+            .field("producer_id", &self.producer_id)
             .finish()
     }
 }
@@ -110,6 +115,19 @@ impl NatsConnect {
             .map(|s| redact(s))
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// The producer id: the one given, else the user name (flag or URL), if any.
+    pub fn producer_id(&self) -> Option<String> {
+        self.producer_id
+            .clone()
+            .or_else(|| self.user.clone())
+            .or_else(|| {
+                self.addresses()
+                    .ok()
+                    .and_then(|(_, from_url)| from_url)
+                    .map(|(user, _)| user)
+            })
     }
 
     /// Connects, logging (without secrets) which server it is connected to as that changes.
@@ -174,6 +192,9 @@ impl NatsConnect {
         let mut options = ConnectOptions::new()
             .name(&self.name)
             .event_callback(|event| async move { log_event(event) });
+        if let Some(id) = self.producer_id() {
+            options = options.custom_inbox_prefix(format!("_INBOX.{id}"));
+        }
         if let Some(user) = &self.user {
             let password = self.password.clone().unwrap_or_default();
             options = options.user_and_password(user.clone(), password);

@@ -337,6 +337,12 @@ async fn remote_registry(
     inputs: &PendingInputs,
 ) -> Result<(Registry, async_nats::Client), SetupError> {
     let client = connect.connect().await?;
-    let producer = Producer::new(client.clone()).with_input_broker(Arc::new(inputs.clone()));
+    let mut producer = Producer::new(client.clone());
+    if let Some(id) = connect.producer_id() {
+        producer = producer
+            .with_id(&id)
+            .map_err(|e| SetupError::Flag(format!("--producer-id: {e}")))?;
+    }
+    let producer = producer.with_input_broker(Arc::new(inputs.clone()));
     Ok((RemoteExecutor::registry(producer), client))
 }

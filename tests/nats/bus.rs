@@ -149,16 +149,16 @@ async fn input_without_a_listening_producer_fails_clearly() {
     let server = NatsServer::start();
     let _worker = Worker::start(&server, None).await;
     let client = async_nats::connect(server.url()).await.unwrap();
-    let mut results = client.subscribe("cmdr.results.ask-3").await.unwrap();
+    let mut results = client.subscribe("cmdr.results.raw.ask-3").await.unwrap();
     let body =
         json!({"command_id":"ask-3","commandType":"REQUEST_USER_INPUT","prompt":"?"}).to_string();
     client
-        .publish("cmdr.commands.REQUEST_USER_INPUT", body.into())
+        .publish("cmdr.commands.raw.REQUEST_USER_INPUT", body.into())
         .await
         .unwrap();
     let last = super::terminal_on(&mut results).await;
     assert_eq!(last.error_code.as_deref(), Some("INPUT_UNAVAILABLE"));
-    assert!(last.error.contains("cmdr.input.ask-3"), "{last:?}");
+    assert!(last.error.contains("cmdr.input.raw.ask-3"), "{last:?}");
 }
 
 #[tokio::test]
@@ -184,14 +184,14 @@ async fn poison_messages_are_answered_or_dropped_and_the_worker_goes_on() {
     let server = NatsServer::start();
     let _worker = Worker::start(&server, None).await;
     let client = async_nats::connect(server.url()).await.unwrap();
-    let mut results = client.subscribe("cmdr.results.poison-1").await.unwrap();
+    let mut results = client.subscribe("cmdr.results.raw.poison-1").await.unwrap();
     for garbage in [
         &b"\xff\xfe not json"[..],
         b"{\"command_id\":\"poison-1\",\"commandType\":\"BASH_EXEC\",",
         b"[]",
     ] {
         client
-            .publish("cmdr.commands.BASH_EXEC", garbage.to_vec().into())
+            .publish("cmdr.commands.raw.BASH_EXEC", garbage.to_vec().into())
             .await
             .unwrap();
     }
@@ -250,7 +250,10 @@ async fn dropping_the_remote_stream_cancels_the_command() {
     let _worker = Worker::start(&server, None).await;
     let producer = producer(&server).await;
     let watcher = async_nats::connect(server.url()).await.unwrap();
-    let mut results = watcher.subscribe("cmdr.results.drop-1").await.unwrap();
+    let mut results = watcher
+        .subscribe(format!("cmdr.results.{}.drop-1", producer.id()))
+        .await
+        .unwrap();
     let c = command(
         json!({"command_id":"drop-1","commandType":"BASH_EXEC","command":"echo go; sleep 1000"}),
     );

@@ -184,15 +184,23 @@ async fn an_id_reused_for_a_different_command_is_refused() {
         cmdr::executors::ErrorCode::CommandIdConflict
     );
     assert!(refused.to_string().contains("fixed-1"), "{refused}");
-    // Another producer, the same rule; and the identical command still replays.
-    let second = durable_producer(&server).await;
-    let failed = collect(second.submit_json(other).await).await;
+    // The same producer again (restarted: same producer id), the same rule; and the
+    // identical command still replays.
+    let again = durable_producer(&server)
+        .await
+        .with_id(producer.id())
+        .unwrap();
+    let failed = collect(again.submit_json(other).await).await;
     assert_eq!(
         failed.last().unwrap().error_code.as_deref(),
         Some("COMMAND_ID_CONFLICT")
     );
-    let replayed = collect(second.submit(command(first)).await.unwrap()).await;
+    let replayed = collect(again.submit(command(first)).await.unwrap()).await;
     assert_eq!(data(&replayed), "first\n");
+    // Another producer's ids are its own: the same id names its own command.
+    let other_producer = durable_producer(&server).await;
+    let its_own = collect(other_producer.submit(command(other)).await.unwrap()).await;
+    assert_eq!(data(&its_own), "other\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,11 +336,14 @@ async fn durable_cancel_and_poison_messages() {
         &b"not json at all"[..],
         b"{\"command_id\":\"poison-2\",\"commandType\":",
     ] {
-        js.publish("cmdr.commands.BASH_EXEC", garbage.to_vec().into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        js.publish(
+            format!("cmdr.commands.{}.BASH_EXEC", producer.id()),
+            garbage.to_vec().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
     }
     let answered = collect(producer.replay("poison-2").await.unwrap()).await;
     assert_eq!(

@@ -10,6 +10,7 @@ mod bus;
 mod cli;
 mod durable;
 mod flood;
+mod permissions;
 mod remote;
 mod serve;
 use cmdr_test_support::nats_server as server;

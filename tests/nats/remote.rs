@@ -42,7 +42,7 @@ async fn cancelling_locally_cancels_remotely() {
     let _worker = Worker::start(&server, None).await;
     let registry = RemoteExecutor::registry(producer(&server).await);
     let watcher = async_nats::connect(server.url()).await.unwrap();
-    let mut remote_results = watcher.subscribe("cmdr.results.rc-1").await.unwrap();
+    let mut remote_results = watcher.subscribe("cmdr.results.*.rc-1").await.unwrap();
     let c = decode_command(
         r#"{"command_id":"rc-1","commandType":"BASH_EXEC","command":"echo go; sleep 1000"}"#,
     )

@@ -26,10 +26,14 @@ const GIVE_UP_AFTER: u32 = 240;
 /// A result, or why following stopped.
 pub(super) type Followed = Result<OutputResult, String>;
 
-/// Starts following the results of `command_id`.
-pub(super) fn follow(js: jetstream::Context, command_id: &str) -> mpsc::Receiver<Followed> {
+/// Starts following the results of `producer`'s command `command_id`.
+pub(super) fn follow(
+    js: jetstream::Context,
+    producer: &str,
+    command_id: &str,
+) -> mpsc::Receiver<Followed> {
     let (tx, rx) = mpsc::channel(BUFFER);
-    let subject = subjects::results(command_id);
+    let subject = subjects::results(producer, command_id);
     tokio::spawn(async move {
         tokio::select! {
             () = run(js, subject, &tx) => {}

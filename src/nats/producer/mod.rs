@@ -108,6 +108,9 @@ fn nats_error(e: impl std::fmt::Display) -> ProducerError {
 #[derive(Clone)]
 pub struct Producer {
     client: Client,
+    /// This producer's id: the token its commands' subjects carry (docs/nats.md,
+    /// "Permissions").
+    id: Arc<str>,
     /// Durable mode: commands go through JetStream, results are read from `CMDR_RESULTS`.
     js: Option<jetstream::Context>,
     /// Durable mode: what command each recent id named (`CMDR_IDS`).
@@ -122,6 +125,7 @@ impl Producer {
     pub fn new(client: Client) -> Self {
         Self {
             client,
+            id: Arc::from(uuid::Uuid::new_v4().simple().to_string()),
             js: None,
             ids: None,
             questions: Arc::default(),
@@ -144,6 +148,22 @@ impl Producer {
         })
     }
 
+    /// This producer's subjects carry `id` (a subject token: no `.`, `*`, `>` or spaces),
+    /// e.g. the NATS user it connects as, so that permissions can confine it to its own
+    /// subjects. Without it, a random id.
+    pub fn with_id(mut self, id: &str) -> Result<Self, ProducerError> {
+        if !subjects::is_valid_id(id) {
+            return Err(ProducerError::InvalidId(id.to_owned()));
+        }
+        self.id = Arc::from(id);
+        Ok(self)
+    }
+
+    /// This producer's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
     /// Questions are answered by `broker` (e.g. the terminal) as they arrive.
     pub fn with_input_broker(mut self, broker: Arc<dyn InputBroker>) -> Self {
         self.broker = Some(broker);
@@ -157,21 +177,23 @@ impl Producer {
             return Err(ProducerError::InvalidId(id));
         }
         let results = self.results_of(&id).await?;
-        let questions = self.subscribe(subjects::input(&id)).await?;
+        let questions = self.subscribe(subjects::input(&self.id, &id)).await?;
         let payload = serde_json::to_vec(&command).map_err(nats_error)?;
-        let subject = subjects::command(command.command_type().as_str());
+        let subject = subjects::command(&self.id, command.command_type().as_str());
+        // The id of this producer's command among every producer's (de-duplication).
+        let scoped = subjects::scoped(&self.id, &id);
         let watch = match &self.js {
             Some(js) => {
                 if let Some(ids) = &self.ids {
-                    claim_id(js, ids, &id, &payload).await?;
+                    claim_id(js, ids, &scoped, &payload).await?;
                 }
-                publish_durably(js, subject, &id, payload).await?;
+                publish_durably(js, subject, &scoped, payload).await?;
                 None
             }
-            None => self
-                .request_core(subject, payload)
-                .await?
-                .map(|worker| liveness::watch(self.client.clone(), worker, id.clone())),
+            None => self.request_core(subject, payload).await?.map(|worker| {
+                let scoped = subjects::scoped(&self.id, &id);
+                liveness::watch(self.client.clone(), worker, scoped)
+            }),
         };
         Ok(RemoteStream {
             command_id: id,
@@ -194,7 +216,9 @@ impl Producer {
             command_id: command_id.to_owned(),
             command_type: String::new(),
             results: self.results_of(command_id).await?,
-            questions: self.subscribe(subjects::input(command_id)).await?,
+            questions: self
+                .subscribe(subjects::input(&self.id, command_id))
+                .await?,
             producer: self.clone(),
             watch: None,
             done: false,
@@ -205,8 +229,10 @@ impl Producer {
     /// follower over `CMDR_RESULTS` from the start, resuming through outages (durable).
     async fn results_of(&self, id: &str) -> Result<Results, ProducerError> {
         match &self.js {
-            None => Ok(Results::Core(self.subscribe(subjects::results(id)).await?)),
-            Some(js) => Ok(Results::Durable(follow(js.clone(), id))),
+            None => Ok(Results::Core(
+                self.subscribe(subjects::results(&self.id, id)).await?,
+            )),
+            Some(js) => Ok(Results::Durable(follow(js.clone(), &self.id, id))),
         }
     }
 
@@ -271,7 +297,7 @@ impl Producer {
     /// Cancels the command `command_id` wherever it runs.
     pub async fn cancel(&self, command_id: &str) -> Result<(), ProducerError> {
         self.client
-            .publish(subjects::cancel(command_id), bytes::Bytes::new())
+            .publish(subjects::cancel(&self.id, command_id), bytes::Bytes::new())
             .await
             .map_err(nats_error)?;
         self.client.flush().await.map_err(nats_error)

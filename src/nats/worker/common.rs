@@ -7,14 +7,24 @@ use futures_util::StreamExt;
 use super::publish::Publisher;
 use crate::nats::subjects;
 
-/// Decodes a command; answers an undecodable one on its results subject when an id can
-/// be read (else logs it). `None` when there is nothing to run.
-pub(super) async fn decode_or_answer(payload: &[u8], publisher: &Publisher) -> Option<Command> {
-    let command = match decode_command_slice(payload) {
+/// Decodes a command received on `subject` (`cmdr.commands.<producer>.<type>`) and gives
+/// it its scoped id (`<producer>.<command_id>`); answers an undecodable one on its results
+/// subject when an id can be read (else logs it). `None` when there is nothing to run.
+pub(super) async fn decode_or_answer(
+    subject: &str,
+    payload: &[u8],
+    publisher: &Publisher,
+) -> Option<Command> {
+    let Some(producer) = subjects::producer_of(subject) else {
+        tracing::warn!(%subject, "dropped a command on a subject that names no producer");
+        return None;
+    };
+    let mut command = match decode_command_slice(payload) {
         Ok(command) => command,
         Err(failure) => {
-            let result = failure.to_result();
+            let mut result = failure.to_result();
             if subjects::is_valid_id(&result.command_id) {
+                result.command_id = subjects::scoped(producer, &result.command_id);
                 publisher
                     .publish_all(ResultStream::from_result(result))
                     .await;
@@ -31,7 +41,19 @@ pub(super) async fn decode_or_answer(payload: &[u8], publisher: &Publisher) -> O
         );
         return None;
     }
+    let scoped = subjects::scoped(producer, command.command_id());
+    *command.command_id_mut() = scoped;
     Some(command)
+}
+
+/// The scoped id of the command in `payload` received on `subject`, as far as it can be
+/// read (for holding it while it runs).
+pub(super) fn scoped_id(subject: &str, payload: &[u8]) -> String {
+    let id = cmdr_executors::peek_command_id(payload).unwrap_or_default();
+    match subjects::producer_of(subject) {
+        Some(producer) => subjects::scoped(producer, &id),
+        None => id,
+    }
 }
 
 /// Starts `command`; a refusal becomes a one-message stream.
@@ -46,12 +68,13 @@ pub(super) async fn start(registry: &Registry, command: Command) -> ResultStream
         })
 }
 
-/// Cancels commands named on `cmdr.cancel.<id>`.
+/// Cancels commands named on `cmdr.cancel.<producer>.<id>`: only that producer's command
+/// of that id (its scoped id), never another producer's.
 pub(super) async fn listen_for_cancels(mut cancels: async_nats::Subscriber, registry: Registry) {
     while let Some(message) = cancels.next().await {
-        if let Some(id) = subjects::id_of(&message.subject) {
-            if registry.cancel(id) {
-                tracing::info!(command_id = id, "cancelled over the bus");
+        if let Some(scoped) = subjects::cancelled(&message.subject) {
+            if registry.cancel(&scoped) {
+                tracing::info!(command_id = %scoped, "cancelled over the bus");
             }
         }
     }

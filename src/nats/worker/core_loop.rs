@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use super::alive::Holding;
 use super::backlog::Backlog;
-use super::common::{decode_or_answer, listen_for_cancels, start};
+use super::common::{decode_or_answer, listen_for_cancels, scoped_id, start};
 use super::options::{WorkerError, WorkerOptions};
 use super::publish::Publisher;
 use crate::nats::subjects;
@@ -106,7 +106,7 @@ async fn accept(
         let id = peek_command_id(&message.payload).unwrap_or_default();
         let admitted = backlog.try_admit(message.payload.len());
         if admitted {
-            holding.hold(&id);
+            holding.hold(&scoped_id(&message.subject, &message.payload));
         }
         if let Some(reply) = message.reply.clone() {
             let accepted = Accepted {
@@ -159,11 +159,13 @@ struct Runner {
 impl Runner {
     /// Runs one command message, publishes its results, then stops holding its id.
     async fn run(&self, message: &Message) {
-        if let Some(command) = decode_or_answer(&message.payload, &self.publisher).await {
+        if let Some(command) =
+            decode_or_answer(&message.subject, &message.payload, &self.publisher).await
+        {
             let stream = start(&self.registry, command).await;
             self.publisher.publish_all(stream).await;
         }
         self.holding
-            .release(&peek_command_id(&message.payload).unwrap_or_default());
+            .release(&scoped_id(&message.subject, &message.payload));
     }
 }

@@ -133,7 +133,8 @@ async fn run_delivery(
     publisher: &Publisher,
     settings: &DurableSettings,
 ) -> Published {
-    let Some(command) = decode_or_answer(&message.payload, publisher).await else {
+    let Some(command) = decode_or_answer(&message.subject, &message.payload, publisher).await
+    else {
         return Published::Complete;
     };
     let attempt = message.info().map(|i| i.delivered).unwrap_or(1).max(1);
@@ -148,7 +149,7 @@ async fn run_delivery(
     }
     if attempt > 1 {
         let note = restart_note(&id, &command_type, attempt, limit);
-        if let Err(e) = publisher.publish(&subjects::results(&id), &note).await {
+        if let Err(e) = publisher.publish_note(note).await {
             tracing::warn!("announcing a redelivery: {e}");
         }
     }
@@ -162,14 +163,17 @@ async fn announce_hand_back(message: &jetstream::Message, publisher: &Publisher)
     let Ok(command) = decode_command_slice(&message.payload) else {
         return;
     };
-    let id = command.command_id();
-    let mut note = gave_up(id, command.command_type().as_str(), 0);
+    let Some(producer) = subjects::producer_of(&message.subject) else {
+        return;
+    };
+    let id = subjects::scoped(producer, command.command_id());
+    let mut note = gave_up(&id, command.command_type().as_str(), 0);
     note.status = ExecutionStatus::Running;
     note.message = "Handed back: this worker is shutting down.".to_owned();
     note.error = String::new();
     note.error_code = None;
     note.result_data = "\n[cmdr: the worker running this command shut down; it will run again on another worker]\n".to_owned();
-    if let Err(e) = publisher.publish(&subjects::results(id), &note).await {
+    if let Err(e) = publisher.publish_note(note).await {
         tracing::warn!("announcing a hand-back: {e}");
     }
 }

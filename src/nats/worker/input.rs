@@ -1,5 +1,6 @@
 //! [`NatsInput`]: a worker's `REQUEST_USER_INPUT` asks the command's producer over
-//! `cmdr.input.<command_id>` (request/reply) and waits for its [`InputAnswer`].
+//! `cmdr.input.<producer>.<command_id>` (request/reply; the command runs under its scoped
+//! id `<producer>.<command_id>`) and waits for its [`InputAnswer`].
 //!
 //! No responder (the producer is gone or never listened) fails at once with
 //! `INPUT_UNAVAILABLE`; otherwise the wait is bounded by the command's own `timeout_ms`
@@ -27,9 +28,15 @@ impl NatsInput {
 impl InputBroker for NatsInput {
     fn request(&self, request: InputRequest) -> InputFuture<'_> {
         Box::pin(async move {
-            let subject = subjects::input(&request.command_id);
+            let Some((producer, id)) = subjects::unscoped(&request.command_id) else {
+                return Err(InputError::Unavailable(format!(
+                    "command '{}' has no producer to ask",
+                    request.command_id
+                )));
+            };
+            let subject = subjects::input(producer, id);
             let question = InputQuestion {
-                command_id: request.command_id,
+                command_id: id.to_owned(),
                 prompt: request.prompt,
                 description: request.description,
             };

@@ -1,6 +1,6 @@
 //! The worker role (`cmdr worker`): take commands from `cmdr.commands.>` in a queue
 //! group, run each through the registry, publish every result on
-//! `cmdr.results.<command_id>` in order.
+//! `cmdr.results.<producer>.<command_id>` in order.
 //!
 //! A reader task answers every command it receives at once with `Accepted` (so a
 //! producer learns immediately that a worker has it) and queues it; the dispatcher runs

@@ -1,4 +1,4 @@
-//! Publishing a command's results on `cmdr.results.<command_id>`: in order, split to fit
+//! Publishing a command's results on `cmdr.results.<producer>.<command_id>`: in order, split to fit
 //! the server's `max_payload`, and — in durable mode — the terminal result confirmed
 //! stored in `CMDR_RESULTS` before the command is acknowledged.
 
@@ -56,8 +56,15 @@ impl Publisher {
     /// Publishes every message of `stream`, in order. If publishing fails, the stream is
     /// dropped, which stops the command.
     pub(super) async fn publish_all(&self, mut stream: ResultStream) -> Published {
-        let subject = subjects::results(stream.command_id());
-        while let Some(result) = stream.next().await {
+        let scoped = stream.command_id().to_owned();
+        let Some((producer, id)) = subjects::unscoped(&scoped) else {
+            tracing::warn!(command_id = %scoped, "a command without a producer: results dropped");
+            return Published::Failed;
+        };
+        let subject = subjects::results(producer, id);
+        while let Some(mut result) = stream.next().await {
+            // The producer knows the command by its own id.
+            id.clone_into(&mut result.command_id);
             if self.durable.is_some()
                 && result.error_code.as_deref() == Some(ErrorCode::ShuttingDown.as_str())
             {
@@ -69,6 +76,17 @@ impl Publisher {
             }
         }
         Published::Complete
+    }
+
+    /// Publishes one result of the command with this scoped id (its `command_id`), outside
+    /// its stream (a note of a redelivery or a hand-back).
+    pub(super) async fn publish_note(&self, mut result: OutputResult) -> Result<(), String> {
+        let scoped = std::mem::take(&mut result.command_id);
+        let (producer, id) = subjects::unscoped(&scoped)
+            .ok_or_else(|| format!("command '{scoped}' names no producer"))?;
+        let subject = subjects::results(producer, id);
+        id.clone_into(&mut result.command_id);
+        self.publish(&subject, &result).await
     }
 
     /// Publishes one result (in as many parts as `max_payload` needs).
