@@ -2,7 +2,8 @@
 # Installs what the tests need beyond cargo: nats-server (Debian package), plus the
 # util-linux/bsdutils tools the CLI tests use (`setsid`, `script`), openssl (test
 # certificates for NATS over TLS), then the browser
-# test tools (scripts/ui-deps.sh: chromium, playwright-core). Safe to rerun.
+# test tools (scripts/ui-deps.sh: chromium, playwright-core) and a current nats-server
+# (scripts/nats-server-current.sh). Safe to rerun.
 set -euo pipefail
 
 missing=()
@@ -21,4 +22,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+"$(dirname "$0")/nats-server-current.sh"
 "$(dirname "$0")/ui-deps.sh"

@@ -39,6 +39,9 @@ pub struct DurableSettings {
     pub results_max_age: Duration,
     /// … and up to this many bytes in all (oldest dropped first).
     pub results_max_bytes: i64,
+    /// Copies of each stream in a JetStream cluster (1 on a single server; 3 survive the
+    /// loss of one node). Applied when the streams are created.
+    pub replicas: usize,
 }
 
 impl Default for DurableSettings {
@@ -49,6 +52,7 @@ impl Default for DurableSettings {
             dedupe_window: Duration::from_secs(600),
             results_max_age: Duration::from_secs(3600),
             results_max_bytes: 1 << 30,
+            replicas: 1,
         }
     }
 }
@@ -105,6 +109,7 @@ pub async fn ensure_ids(
         max_messages_per_subject: 1,
         max_age: settings.dedupe_window,
         discard: stream::DiscardPolicy::Old,
+        num_replicas: settings.replicas,
         ..Default::default()
     })
     .await
@@ -122,6 +127,7 @@ pub async fn ensure_streams(
         retention: stream::RetentionPolicy::WorkQueue,
         storage: stream::StorageType::File,
         duplicate_window: settings.dedupe_window,
+        num_replicas: settings.replicas,
         ..Default::default()
     })
     .await
@@ -133,6 +139,7 @@ pub async fn ensure_streams(
         storage: stream::StorageType::File,
         max_age: settings.results_max_age,
         max_bytes: settings.results_max_bytes,
+        num_replicas: settings.replicas,
         discard: stream::DiscardPolicy::Old,
         ..Default::default()
     })

@@ -16,6 +16,7 @@
 pub mod fake_llm;
 pub mod http;
 pub mod mcp_rpc;
+pub mod nats_cluster;
 pub mod nats_server;
 pub mod results;
 pub mod serve;

@@ -115,8 +115,23 @@ impl Drop for NatsServer {
     }
 }
 
-fn spawn(config: &std::path::Path) -> Child {
-    Command::new("nats-server")
+/// The nats-server to run: `CMDR_TEST_NATS_SERVER` if set, else the current release
+/// `scripts/nats-server-current.sh` installs in `target/tools/`, else `nats-server` on PATH
+/// (Debian's 2.9.10, the minimum supported version).
+pub fn binary() -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os("CMDR_TEST_NATS_SERVER") {
+        return path.into();
+    }
+    let current =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/nats-server");
+    if current.is_file() {
+        return current;
+    }
+    "nats-server".into()
+}
+
+pub(crate) fn spawn(config: &std::path::Path) -> Child {
+    Command::new(binary())
         .arg("-c")
         .arg(config)
         .stdout(Stdio::null())
@@ -130,7 +145,7 @@ fn spawn(config: &std::path::Path) -> Child {
         })
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -139,7 +154,7 @@ fn free_port() -> u16 {
 }
 
 /// Whether whatever listens on `port` greets like a NATS server.
-fn greets_as_nats(port: u16) -> bool {
+pub(crate) fn greets_as_nats(port: u16) -> bool {
     use std::io::Read;
     let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
         return false;

@@ -8,6 +8,7 @@
 mod auth;
 mod bus;
 mod cli;
+mod cluster;
 mod durable;
 mod flood;
 mod permissions;

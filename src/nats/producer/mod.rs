@@ -44,6 +44,9 @@ use liveness::Lost;
 /// How long `submit` waits for a worker to acknowledge a command.
 pub const ACCEPT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a durable publish is retried (leader elections take a few seconds).
+const PUBLISH_PATIENCE: Duration = Duration::from_secs(30);
+
 /// First pause before asking again after every worker asked was busy.
 const BUSY_RETRY_FIRST: Duration = Duration::from_millis(20);
 /// Longest pause between two attempts.
@@ -137,10 +140,18 @@ impl Producer {
     /// id) even while no worker runs, and results are read from `CMDR_RESULTS` from the
     /// start, so nothing is missed across reconnects. Creates the streams if missing.
     pub async fn durable(client: Client) -> Result<Self, ProducerError> {
+        Self::durable_with(client, &DurableSettings::default()).await
+    }
+
+    /// [`Producer::durable`] creating missing streams with `settings` (e.g. replicas in a
+    /// cluster).
+    pub async fn durable_with(
+        client: Client,
+        settings: &DurableSettings,
+    ) -> Result<Self, ProducerError> {
         let js = jetstream::new(client.clone());
-        let settings = DurableSettings::default();
-        ensure_streams(&js, &settings).await.map_err(nats_error)?;
-        let ids = ensure_ids(&js, &settings).await.map_err(nats_error)?;
+        ensure_streams(&js, settings).await.map_err(nats_error)?;
+        let ids = ensure_ids(&js, settings).await.map_err(nats_error)?;
         Ok(Self {
             js: Some(js),
             ids: Some(ids),
@@ -370,11 +381,26 @@ async fn claim_id(
     let mut headers = async_nats::HeaderMap::new();
     // Stored only if nothing is stored for this id yet (atomic on the server).
     headers.insert(async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE, "0");
-    let published = js
-        .publish_with_headers(subject.clone(), headers, hash.clone().into())
-        .await
-        .map_err(nats_error)?
-        .await;
+    let deadline = tokio::time::Instant::now() + PUBLISH_PATIENCE;
+    let mut pause = Duration::from_millis(50);
+    let published = loop {
+        let attempt = async {
+            js.publish_with_headers(subject.clone(), headers.clone(), hash.clone().into())
+                .await?
+                .await
+        };
+        match attempt.await {
+            Err(e)
+                if e.kind() != jetstream::context::PublishErrorKind::WrongLastSequence
+                    && tokio::time::Instant::now() + pause < deadline =>
+            {
+                tracing::info!(command_id = id, "recording the id again: {e}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            other => break other,
+        }
+    };
     match published {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
@@ -399,17 +425,34 @@ async fn publish_durably(
     id: &str,
     payload: Vec<u8>,
 ) -> Result<(), ProducerError> {
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
-    let ack = js
-        .publish_with_headers(subject, headers, payload.into())
-        .await
-        .map_err(nats_error)?;
-    let ack = ack.await.map_err(nats_error)?;
-    if ack.duplicate {
-        tracing::info!(command_id = id, "already submitted; following its results");
+    let payload = bytes::Bytes::from(payload);
+    let deadline = tokio::time::Instant::now() + PUBLISH_PATIENCE;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+        let attempt = async {
+            js.publish_with_headers(subject.clone(), headers, payload.clone())
+                .await?
+                .await
+        };
+        match attempt.await {
+            Ok(ack) => {
+                if ack.duplicate {
+                    tracing::info!(command_id = id, "already submitted; following its results");
+                }
+                return Ok(());
+            }
+            // A cluster electing a leader, a server restarting: the same message, with
+            // the same id, again (de-duplicated if the first one was stored after all).
+            Err(e) if tokio::time::Instant::now() + pause < deadline => {
+                tracing::info!(command_id = id, "publishing again: {e}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            Err(e) => return Err(nats_error(e)),
+        }
     }
-    Ok(())
 }
 
 async fn answer(client: &Client, reply: Subject, value: String) -> Result<(), ProducerError> {

@@ -1,0 +1,119 @@
+//! A three-node JetStream cluster on loopback for one test: routes between three
+//! `nats-server` processes, each with its own port, store and config; nodes can be
+//! SIGKILLed and started again.
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use crate::nats_server::{free_port, greets_as_nats, spawn};
+
+/// One node.
+struct Node {
+    child: Child,
+    port: u16,
+    config: std::path::PathBuf,
+}
+
+/// A running cluster of three nodes (`n0`, `n1`, `n2`).
+pub struct NatsCluster {
+    nodes: Vec<Node>,
+    _dir: tempfile::TempDir,
+}
+
+impl NatsCluster {
+    /// Starts three nodes and waits until JetStream has a meta leader.
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let routes: Vec<String> = ports
+            .iter()
+            .map(|(_, route)| format!("nats-route://127.0.0.1:{route}"))
+            .collect();
+        let mut nodes = Vec::new();
+        for (i, (port, route)) in ports.iter().enumerate() {
+            let store = dir.path().join(format!("store-{i}"));
+            let config = dir.path().join(format!("n{i}.conf"));
+            std::fs::write(
+                &config,
+                format!(
+                    "server_name: n{i}\nlisten: 127.0.0.1:{port}\n\
+                     jetstream {{ store_dir: {:?} }}\n\
+                     cluster {{ name: cmdr-test, listen: 127.0.0.1:{route}, routes: [{}] }}\n",
+                    store.display().to_string(),
+                    routes.join(", ")
+                ),
+            )
+            .unwrap();
+            nodes.push(Node {
+                child: spawn(&config),
+                port: *port,
+                config,
+            });
+        }
+        let cluster = Self { nodes, _dir: dir };
+        for node in 0..3 {
+            cluster.wait_listening(node);
+        }
+        cluster.wait_for_jetstream().await;
+        cluster
+    }
+
+    /// Every node's URL, comma-separated (what clients are given).
+    pub fn urls(&self) -> String {
+        (0..3).map(|i| self.url(i)).collect::<Vec<_>>().join(",")
+    }
+
+    /// Node `i`'s URL.
+    pub fn url(&self, i: usize) -> String {
+        format!("nats://127.0.0.1:{}", self.nodes[i].port)
+    }
+
+    /// SIGKILLs node `i`.
+    pub fn kill(&mut self, i: usize) {
+        let _ = self.nodes[i].child.kill();
+        let _ = self.nodes[i].child.wait();
+    }
+
+    /// Starts node `i` again (same port, store and config).
+    pub fn restart(&mut self, i: usize) {
+        self.nodes[i].child = spawn(&self.nodes[i].config);
+        self.wait_listening(i);
+    }
+
+    /// The index of the node named `name` (`n0` …).
+    pub fn index_of(name: &str) -> Option<usize> {
+        name.strip_prefix('n')?.parse().ok().filter(|i| *i < 3)
+    }
+
+    fn wait_listening(&self, i: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !greets_as_nats(self.nodes[i].port) {
+            assert!(Instant::now() < deadline, "node n{i} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until JetStream answers (the cluster elected a meta leader).
+    async fn wait_for_jetstream(&self) {
+        let urls: Vec<String> = (0..3).map(|i| self.url(i)).collect();
+        let client = async_nats::connect(urls).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while js.query_account().await.is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the cluster's JetStream never came up"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            let _ = node.child.kill();
+            let _ = node.child.wait();
+        }
+    }
+}
