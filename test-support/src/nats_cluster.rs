@@ -21,8 +21,20 @@ pub struct NatsCluster {
 }
 
 impl NatsCluster {
-    /// Starts three nodes and waits until JetStream has a meta leader.
+    /// Starts three nodes and waits until JetStream has a meta leader. Needs a current
+    /// nats-server (2.10+; `scripts/nats-server-current.sh`): 2.9's clustered JetStream
+    /// does not come up reliably on loopback.
     pub async fn start() -> Self {
+        let version = std::process::Command::new(crate::nats_server::binary())
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        assert!(
+            !version.contains("v2.9.") && !version.is_empty(),
+            "the cluster tests need nats-server 2.10 or later, found {version:?}: run \
+             scripts/nats-server-current.sh"
+        );
         let dir = tempfile::tempdir().unwrap();
         let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
         let routes: Vec<String> = ports

@@ -1,6 +1,7 @@
 //! A three-node JetStream cluster (streams with 3 replicas): 200 durable commands in
-//! flight, the `CMDR_COMMANDS` stream leader SIGKILLed and started again; every command runs
-//! and its producer sees exactly one terminal result, with its output.
+//! flight, the `CMDR_COMMANDS` stream leader SIGKILLed (and started again) and a worker
+//! process SIGKILLed mid-command; every command runs and its producer sees exactly one
+//! terminal result, with its output.
 
 use std::time::Duration;
 
@@ -67,6 +68,22 @@ async fn a_cluster_losing_its_stream_leader_loses_no_command() {
             stop.clone().cancelled_owned(),
         )));
     }
+    // A third worker in its own process, to be killed mid-command.
+    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_cmdr"))
+        .args([
+            "worker",
+            "--durable",
+            "--ack-wait-secs",
+            "10",
+            "--grace-secs",
+            "0",
+        ])
+        .args(["--jobs", "16", "--nats", &urls])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let mut runs = Vec::new();
     for n in 0..200 {
         let json = format!(
@@ -94,6 +111,9 @@ async fn a_cluster_losing_its_stream_leader_loses_no_command() {
         .and_then(|name| NatsCluster::index_of(&name))
         .unwrap_or(0);
     cluster.kill(leader);
+    // … and a worker host dies with commands of its own running.
+    let _ = host.kill();
+    let _ = host.wait();
     // Commands go on on the two nodes left; then the node comes back.
     for n in 0..20 {
         let json = format!(

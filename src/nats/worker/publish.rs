@@ -1,6 +1,8 @@
 //! Publishing a command's results on `cmdr.results.<producer>.<command_id>`: in order, split to fit
-//! the server's `max_payload`, and — in durable mode — the terminal result confirmed
-//! stored in `CMDR_RESULTS` before the command is acknowledged.
+//! the server's `max_payload`, and — in durable mode — every message confirmed stored in
+//! `CMDR_RESULTS` (retried under a message id unique to this run of the command, so a
+//! retry is de-duplicated while a later run's output is not) before the next one is sent
+//! and before the command is acknowledged: a terminal never arrives without its output.
 
 use std::time::Duration;
 
@@ -12,8 +14,8 @@ use cmdr_executors::{OutputResult, ResultStream};
 use crate::nats::chunk;
 use crate::nats::subjects;
 
-/// Attempts to store a terminal result (the server may be restarting).
-const TERMINAL_ATTEMPTS: u32 = 10;
+/// Attempts to store a result (the server may be restarting, a cluster electing).
+const TERMINAL_ATTEMPTS: u32 = 20;
 /// Pause between those attempts.
 const TERMINAL_RETRY: Duration = Duration::from_millis(500);
 
@@ -62,6 +64,9 @@ impl Publisher {
             return Published::Failed;
         };
         let subject = subjects::results(producer, id);
+        // Message ids of this run's results: `<run>.<n>`.
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        let mut sent = 0u64;
         while let Some(mut result) = stream.next().await {
             // The producer knows the command by its own id.
             id.clone_into(&mut result.command_id);
@@ -70,7 +75,9 @@ impl Publisher {
             {
                 return Published::Redeliver;
             }
-            if let Err(e) = self.publish(&subject, &result).await {
+            sent += 1;
+            let msg_id = format!("{run}.{sent}");
+            if let Err(e) = self.publish_as(&subject, &result, Some(&msg_id)).await {
                 tracing::warn!(%subject, "publishing a result failed, stopping the command: {e}");
                 return Published::Failed;
             }
@@ -91,13 +98,23 @@ impl Publisher {
 
     /// Publishes one result (in as many parts as `max_payload` needs).
     pub(super) async fn publish(&self, subject: &str, result: &OutputResult) -> Result<(), String> {
+        let once = uuid::Uuid::new_v4().simple().to_string();
+        self.publish_as(subject, result, Some(&once)).await
+    }
+
+    /// Publishes one result; in durable mode each part is stored under `msg_id.<part>`.
+    async fn publish_as(
+        &self,
+        subject: &str,
+        result: &OutputResult,
+        msg_id: Option<&str>,
+    ) -> Result<(), String> {
         let max_payload = self.client.server_info().max_payload.max(64 * 1024);
         let parts = chunk::encode(result, max_payload).map_err(|e| e.to_string())?;
-        let last = parts.len().saturating_sub(1);
         for (i, part) in parts.into_iter().enumerate() {
-            match &self.durable {
-                Some(js) if i == last && result.status.is_terminal() => {
-                    store(js, subject, part).await?;
+            match (&self.durable, msg_id) {
+                (Some(js), Some(msg_id)) => {
+                    store(js, subject, part, &format!("{msg_id}.{i}")).await?;
                 }
                 _ => self
                     .client
@@ -110,13 +127,22 @@ impl Publisher {
     }
 }
 
-/// Publishes through JetStream and waits for the stream's acknowledgement, retrying
-/// while the server is unreachable.
-async fn store(js: &jetstream::Context, subject: &str, payload: Vec<u8>) -> Result<(), String> {
+/// Publishes through JetStream under `msg_id` and waits for the stream's acknowledgement,
+/// retrying (de-duplicated by the id) while the server is unreachable.
+async fn store(
+    js: &jetstream::Context,
+    subject: &str,
+    payload: Vec<u8>,
+    msg_id: &str,
+) -> Result<(), String> {
     let payload = bytes::Bytes::from(payload);
     let mut last_error = String::new();
     for _ in 0..TERMINAL_ATTEMPTS {
-        let sent = js.publish(subject.to_owned(), payload.clone()).await;
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, msg_id);
+        let sent = js
+            .publish_with_headers(subject.to_owned(), headers, payload.clone())
+            .await;
         match sent {
             Ok(ack) => match ack.await {
                 Ok(_) => return Ok(()),
@@ -126,5 +152,5 @@ async fn store(js: &jetstream::Context, subject: &str, payload: Vec<u8>) -> Resu
         }
         tokio::time::sleep(TERMINAL_RETRY).await;
     }
-    Err(format!("the terminal result was not stored: {last_error}"))
+    Err(format!("the result was not stored: {last_error}"))
 }
