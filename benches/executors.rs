@@ -16,16 +16,29 @@
 mod bash;
 #[path = "support/confine.rs"]
 mod confine;
+#[path = "support/exec_output.rs"]
+mod exec_output;
 #[path = "support/file_read.rs"]
 mod file_read;
 #[path = "support/harness.rs"]
 mod harness;
+#[allow(dead_code)]
+#[path = "support/latency.rs"]
+mod latency;
 #[path = "support/list_dir.rs"]
 mod list_dir;
 #[path = "support/overhead.rs"]
 mod overhead;
 #[path = "support/patch.rs"]
 mod patch;
+#[path = "support/process_flood.rs"]
+mod process_flood;
+#[path = "support/process_output.rs"]
+mod process_output;
+#[path = "support/session.rs"]
+mod session;
+#[path = "support/startup.rs"]
+mod startup;
 #[path = "support/sweep.rs"]
 mod sweep;
 #[path = "support/table.rs"]
@@ -75,7 +88,7 @@ type Group = (
     fn(&Runtime, &Config) -> Result<Vec<Row>, Failure>,
 );
 
-const GROUPS: [Group; 7] = [
+const GROUPS: [Group; 12] = [
     ("overhead", overhead::run),
     ("bash", bash::run),
     ("file_read", file_read::run),
@@ -83,6 +96,11 @@ const GROUPS: [Group; 7] = [
     ("list_dir", list_dir::run),
     ("sweep", sweep::run),
     ("confine", confine::run),
+    ("session", session::run),
+    ("process_output", process_output::run),
+    ("process_flood", process_flood::run),
+    ("exec_output", exec_output::run),
+    ("startup", startup::run),
 ];
 
 fn main() -> ExitCode {

@@ -16,6 +16,9 @@
 #[allow(dead_code)]
 #[path = "support/harness.rs"]
 mod harness;
+#[allow(dead_code)]
+#[path = "support/latency.rs"]
+mod latency;
 #[path = "support/nats_bus.rs"]
 mod nats_bus;
 #[path = "support/nats_jobs.rs"]
@@ -35,9 +38,10 @@ use cmdr_executors::Registry;
 use tokio::runtime::Runtime;
 
 use crate::harness::{compare, Failure, Side, Timing, Unit};
+use crate::latency::{interleave, Job};
 use crate::nats_bus::{noop_registry, Bus};
 use crate::nats_jobs::{bare, exited_cleanly, in_flight, local, no_check, remote, Check};
-use crate::nats_latency::{interleave, Job, LatencyRow};
+use crate::nats_latency::LatencyRow;
 use crate::table::{Goal, Row};
 
 /// Commands in flight at once in the throughput group.

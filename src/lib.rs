@@ -1,7 +1,7 @@
 //! # cmdr — an actor-based async command runner for AI agents
 //!
 //! The command package lives in the [`cmdr_executors`] crate (re-exported as
-//! [`executors`]): protocol types, executor actors, the registry and the six executors.
+//! [`executors`]): protocol types, executor actors, the registry and the executors.
 //! This crate holds the application around it — the front doors that feed the registry.
 //!
 //! ## Layout
@@ -17,6 +17,8 @@
 //! - [`recovery`]: start-up recovery, run once by the front doors that run agents: the
 //!   runs of dead `cmdr`s closed in the store, their processes killed.
 //! - [`mcp`]: the MCP tools over streamable HTTP and stdio (rmcp), onto [`server::AppState`].
+//! - [`scopes`]: the process scope of each front door (`http`, `conversation:<id>`,
+//!   `mcp:<session>`, `nats:<producer>`).
 //! - [`server`]: the state `cmdr serve` and `cmdr mcp` share (registry, service, inputs).
 //! - [`service`]: the agent service every transport calls: discovery, checks, locks, runs.
 //! - [`cli`]: the `cmdr` command line (`cmdr exec` …), one file per subcommand.
@@ -27,6 +29,7 @@
 //!   and the store, which both use them.
 //! - [`tty_input`]: the terminal [`InputBroker`](cmdr_executors::InputBroker) used by
 //!   `cmdr exec` to answer `REQUEST_USER_INPUT`.
+//! - [`undumpable`]: cmdr's environment and memory hidden from the commands it runs.
 //! - [`web`]: the web UI (`web/`: HTML, CSS, ES modules) embedded in the binary
 //!   ([`web::router`]: `GET /` and `GET /assets/…`).
 
@@ -42,11 +45,14 @@ pub mod nats;
 pub mod orphans;
 pub(crate) mod owner;
 pub mod recovery;
+pub mod result_line;
+pub mod scopes;
 pub mod server;
 pub mod service;
 pub mod store;
 pub mod tty_input;
 pub mod turn;
+pub mod undumpable;
 pub mod web;
 
 pub use cmdr_executors as executors;

@@ -12,6 +12,8 @@ const EXIT_GRACE: Duration = Duration::from_millis(200);
 fn main() -> ExitCode {
     let cli = cmdr::cli::Cli::parse();
     init_logging();
+    // Before any command runs: they must not read cmdr's secrets from /proc.
+    cmdr::undumpable::hide_from_commands();
     // One TLS crypto provider (rustls' ring) for every HTTPS user, before any runtime.
     cmdr::llm::OpenAiClient::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -26,6 +28,8 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(cli.run());
     runtime.shutdown_timeout(EXIT_GRACE);
+    // Leaves no empty cgroup behind for the next cmdr to sweep at its start-up.
+    cmdr_executors::remove_cgroups();
     ExitCode::from(code)
 }
 

@@ -23,8 +23,8 @@
 //! owners started (marked by `crate::orphans`) are killed.
 
 use crate::agent::{
-    format_tool_message, Message, OutputCapture, Role, ShellTagDetector, ToolCall, ToolOutcome,
-    ToolRun, ToolStatus, TurnStatus,
+    format_tool_message, Message, Role, ShellTagDetector, ToolCall, ToolOutcome, ToolRun,
+    ToolStatus, TurnStatus,
 };
 use crate::store::{RunMarker, Store, StoreError, StoredTurn};
 
@@ -97,10 +97,7 @@ fn closing_message(turns: &[StoredTurn]) -> Option<Message> {
                 .into_iter()
                 .enumerate()
                 .map(|(index, detected)| {
-                    let call = ToolCall {
-                        id: format!("cmd-{iteration}-{index}"),
-                        command: detected.command,
-                    };
+                    let call = ToolCall::new(format!("cmd-{iteration}-{index}"), detected);
                     (call, interrupted())
                 })
                 .collect();
@@ -130,11 +127,8 @@ fn iteration_of(turns: &[StoredTurn]) -> usize {
 fn interrupted() -> ToolOutcome {
     ToolOutcome {
         status: ToolStatus::Stopped,
-        output: OutputCapture::new(),
         note: Some(INTERRUPTED_NOTE.to_owned()),
-        exit_code: None,
-        duration_ms: None,
-        final_cwd: None,
+        ..ToolOutcome::not_run("")
     }
 }
 
@@ -144,6 +138,8 @@ fn stopped_run(call: &ToolCall) -> ToolRun {
         command: call.command.clone(),
         status: "stopped".to_owned(),
         exit_code: None,
+        question: call.kind == crate::agent::TagKind::Ask,
+        process_id: call.target().map(str::to_owned),
     }
 }
 

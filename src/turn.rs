@@ -43,6 +43,12 @@ pub struct ToolRun {
     /// The shell's exit status, when it exited.
     #[serde(rename = "exitCode", default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// An `<ask>` question for the person (its block starts `? ` instead of `$ `).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub question: bool,
+    /// The background process it started or was about (docs/agents.md, "Processes").
+    #[serde(rename = "processId", default, skip_serializing_if = "Option::is_none")]
+    pub process_id: Option<String>,
 }
 
 /// Which agent command (macro) step a message belongs to.

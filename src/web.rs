@@ -71,6 +71,7 @@ const ASSETS: &[Asset] = &[
     asset!("js/api.js", "text/javascript; charset=utf-8"),
     asset!("js/dom.js", "text/javascript; charset=utf-8"),
     asset!("js/markdown.js", "text/javascript; charset=utf-8"),
+    asset!("js/processes.js", "text/javascript; charset=utf-8"),
     asset!("js/transcript.js", "text/javascript; charset=utf-8"),
 ];
 

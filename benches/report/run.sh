@@ -11,7 +11,8 @@
 # <bench>.log (progress, stderr), sweep.csv, meta.md, report.md (everything in one file).
 # The plot goes to benches/report/throughput-vs-concurrency.png (committed; referenced by
 # BENCHMARKS.md) in a full run, to the output folder in a quick run.
-# Installs what is missing: wrk and nats-server (Debian packages), matplotlib (PyPI).
+# Installs what is missing: wrk and nats-server (Debian packages), matplotlib (PyPI),
+# swe-rex (PyPI, into a venv under target/).
 # Exit status: 1 if a bench failed (its log says why); the others still run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,6 +40,16 @@ fi
 if ! python3 -c 'import matplotlib' 2>/dev/null; then
   echo "report: installing matplotlib" >&2
   python3 -m pip install -q matplotlib || { echo "report: cannot install matplotlib" >&2; exit 1; }
+fi
+
+# SWE-ReX's bash session, the executors bench's P1b reference (benches/support/session.rs).
+if [[ " ${benches[*]} " == *" executors "* ]]; then
+  venv=${CARGO_TARGET_DIR:-$PWD/target}/swerex-venv
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import swerex' 2>/dev/null; then
+    echo "report: installing swe-rex into $venv" >&2
+    { python3 -m venv "$venv" && "$venv/bin/pip" install -q swe-rex; } \
+      || echo "report: cannot install swe-rex; row P1b will say so" >&2
+  fi
 fi
 
 # --- build first, so compiling does not overlap a measurement ------------------------

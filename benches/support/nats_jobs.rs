@@ -12,8 +12,8 @@ use cmdr_executors::{ExecutionStatus, OutputResult, Registry};
 use tokio::task::JoinSet;
 
 use crate::harness::{drain, ensure, refused, Failure, Sample};
+use crate::latency::{job, Job};
 use crate::nats_bus::{bash_true, drain_remote, strict, Bus, ECHO, PATIENCE};
-use crate::nats_latency::{job, Job};
 
 /// What the bare request carries: a command as the producer encodes it.
 pub fn request_payload() -> Result<Bytes, Failure> {
@@ -34,6 +34,11 @@ pub fn reply_payload() -> Result<Bytes, Failure> {
         final_cwd: None,
         duration_ms: Some(1),
         truncated_bytes: None,
+        process_id: None,
+        process_state: None,
+        next_offset: None,
+        truncated_before: None,
+        queue: None,
     };
     Ok(serde_json::to_vec(&result)?.into())
 }

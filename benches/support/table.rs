@@ -14,6 +14,10 @@ pub enum Goal {
     Above(f64),
     /// cmdr's own time per command ≤ x µs (absolute, not a ratio).
     AtMostMicros(f64),
+    /// cmdr's own time (a latency, a run) ≤ x µs (absolute, not a ratio).
+    LatencyAtMostMicros(f64),
+    /// cmdr's own throughput ≥ x GB/s (absolute, not a ratio).
+    AtLeastGBps(f64),
     /// Shown for information only.
     Info,
 }
@@ -24,6 +28,8 @@ impl Goal {
             Goal::AtLeast(x) => format!("≥ {x:.2}"),
             Goal::Above(x) => format!("> {x:.2}"),
             Goal::AtMostMicros(x) => format!("≤ {x} µs/cmd"),
+            Goal::LatencyAtMostMicros(x) => format!("≤ {x} µs"),
+            Goal::AtLeastGBps(x) => format!("≥ {x} GB/s"),
             Goal::Info => "—".to_owned(),
         }
     }
@@ -32,7 +38,8 @@ impl Goal {
         match self {
             Goal::AtLeast(x) => Some(ratio >= x),
             Goal::Above(x) => Some(ratio > x),
-            Goal::AtMostMicros(x) => Some(cmdr.median * 1e6 <= x),
+            Goal::AtMostMicros(x) | Goal::LatencyAtMostMicros(x) => Some(cmdr.median * 1e6 <= x),
+            Goal::AtLeastGBps(x) => Some(1e-9 / cmdr.median >= x),
             Goal::Info => None,
         }
     }

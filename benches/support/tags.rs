@@ -5,12 +5,13 @@
 
 use std::time::Instant;
 
-use cmdr::agent::{DetectedCommand, ShellTagDetector};
+use cmdr::agent::{DetectedCommand, ShellTagDetector, TagKind};
 use regex::Regex;
 
 use crate::harness::{check_failed, ensure, Failure, Sample};
 
-/// The grammar as a regular expression (see `src/agent/detector.rs`).
+/// The grammar as a regular expression for the bench's texts, which hold only bare
+/// `<shell>` tags (see `src/agent/detector.rs` for the whole grammar).
 pub const PATTERN: &str = r"(?s)<shell>(.*?)</shell>";
 
 /// Prose as a model writes it around commands: mostly letters, some UTF-8, and `<` in
@@ -117,7 +118,9 @@ pub fn by_regex(re: &Regex, text: &str) -> Vec<DetectedCommand> {
             let whole = caps.get(0)?;
             let command = caps.get(1)?.as_str().trim();
             (!command.is_empty()).then(|| DetectedCommand {
+                kind: TagKind::Shell,
                 command: command.to_owned(),
+                attributes: Vec::new(),
                 start: whole.start(),
                 end: whole.end(),
             })
@@ -145,7 +148,9 @@ pub fn by_find(text: &str) -> Vec<DetectedCommand> {
         let command = text.get(body..close).unwrap_or_default().trim();
         if !command.is_empty() {
             out.push(DetectedCommand {
+                kind: TagKind::Shell,
                 command: command.to_owned(),
+                attributes: Vec::new(),
                 start,
                 end: pos,
             });

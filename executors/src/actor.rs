@@ -7,8 +7,12 @@
 //!                                  RUNNING ◄── OutputSink ◄────┤
 //!                                  terminal ◄── oneshot ◄──────┘ (built by terminal.rs)
 //! ```
-//! The loop takes the next envelope only once a concurrency permit is free, so a full
-//! actor stops draining its mailbox and submitters wait: back-pressure all the way up.
+//! `execute` first takes a seat in the actor's waiting room (`mailbox_capacity` seats), so
+//! when too many commands wait, submitters wait: back-pressure all the way up. The loop
+//! starts a command at once when one of its `max_concurrent` slots is free; otherwise it
+//! tells the command's reader at once that it is queued (a `RUNNING` note, `load.rs`) and
+//! leaves it waiting, in line, for a slot — or for its stop, answered at once. A queued
+//! command that gets its slot is told so before its first output.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -16,25 +20,33 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, TryAcquireError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::ExecError;
 use crate::executor::{ExecContext, ExecFuture, Executor, OutputSink};
 use crate::inflight::{Inflight, StopReason, StopSignal};
+use crate::load::{queued_note, started_note, Gauge};
 use crate::outcome::Outcome;
+use crate::process::Scope;
 use crate::protocol::{Command, CommandType, OutputResult};
 use crate::terminal::{failed_result, terminal_result};
+
+/// Commands of one type running at once unless configured ([`ActorConfig::max_concurrent`];
+/// `cmdr serve --max-concurrent`).
+pub const DEFAULT_MAX_CONCURRENT: usize = 64;
 
 /// Limits of one executor actor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActorConfig {
-    /// Commands of this type running at once; further ones wait in the mailbox.
+    /// Commands of this type running at once; further ones are told they are queued
+    /// (a `RUNNING` message with a `queue` note) and wait for a slot, in order.
     pub max_concurrent: usize,
-    /// Commands waiting in the mailbox before `execute` itself waits.
+    /// Commands waiting for a slot before `execute` itself waits.
     pub mailbox_capacity: usize,
-    /// Deadline for commands that set no `timeout_ms` (`None`: no deadline).
+    /// Deadline for commands that set no `timeout_ms` (`None`: no deadline). It counts
+    /// from the start, not from the queueing.
     pub default_timeout: Option<Duration>,
     /// How long a stopped executor gets to wind down (kill its processes, report) before
     /// the runtime drops it and reports the stop itself.
@@ -44,7 +56,7 @@ pub struct ActorConfig {
 impl Default for ActorConfig {
     fn default() -> Self {
         Self {
-            max_concurrent: 64,
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
             mailbox_capacity: 1024,
             default_timeout: None,
             stop_grace: Duration::from_secs(10),
@@ -66,12 +78,16 @@ pub(crate) struct Envelope {
     pub(crate) running: mpsc::Sender<OutputResult>,
     pub(crate) terminal: oneshot::Sender<OutputResult>,
     pub(crate) stop: Arc<StopSignal>,
+    pub(crate) scope: Scope,
+    /// Its place in the waiting room, given back when it starts or ends.
+    pub(crate) seat: OwnedSemaphorePermit,
 }
 
-/// The sending side of an actor's mailbox.
+/// The sending side of an actor's mailbox, and its counters.
 #[derive(Clone)]
 pub(crate) struct ActorHandle {
     pub(crate) mailbox: mpsc::Sender<Envelope>,
+    pub(crate) gauge: Arc<Gauge>,
 }
 
 /// Starts the actor for `command_type` served by `executor`.
@@ -80,28 +96,41 @@ pub(crate) fn spawn_actor(
     config: ActorConfig,
     runtime: Arc<Runtime>,
 ) -> ActorHandle {
-    let (mailbox, rx) = mpsc::channel(config.mailbox_capacity.max(1));
+    let room = config.mailbox_capacity.max(1);
+    let gauge = Arc::new(Gauge::new(config.max_concurrent.max(1), room));
+    // Never full: every envelope in it holds a seat of the waiting room.
+    let (mailbox, rx) = mpsc::channel(room);
     let tracker = runtime.tracker.clone();
-    tracker.spawn(actor_loop(rx, executor, Arc::new(config), runtime));
-    ActorHandle { mailbox }
+    let actor = Actor {
+        executor,
+        config: Arc::new(config),
+        runtime,
+        gauge: gauge.clone(),
+    };
+    tracker.spawn(actor_loop(rx, actor));
+    ActorHandle { mailbox, gauge }
 }
 
-async fn actor_loop(
-    mut rx: mpsc::Receiver<Envelope>,
+/// What every command task of one actor shares.
+#[derive(Clone)]
+struct Actor {
     executor: Arc<dyn Executor>,
     config: Arc<ActorConfig>,
     runtime: Arc<Runtime>,
-) {
-    let permits = Arc::new(Semaphore::new(config.max_concurrent.max(1)));
+    gauge: Arc<Gauge>,
+}
+
+async fn actor_loop(mut rx: mpsc::Receiver<Envelope>, actor: Actor) {
     let mut closing = false;
     loop {
         let envelope = tokio::select! {
             biased;
-            _ = runtime.shutdown.cancelled(), if !closing => {
+            _ = actor.runtime.shutdown.cancelled(), if !closing => {
                 // Take nothing new; what is queued still runs (or, once shutdown stops
                 // every in-flight command, answers at once with SHUTTING_DOWN).
                 closing = true;
                 rx.close();
+                actor.gauge.waiting_room.close();
                 continue;
             }
             next = rx.recv() => match next {
@@ -109,19 +138,59 @@ async fn actor_loop(
                 None => return,
             },
         };
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            reject(envelope, &runtime);
-            return;
-        };
-        let task = run_command(
-            executor.clone(),
-            envelope,
-            config.clone(),
-            runtime.clone(),
-            permit,
-        );
-        runtime.tracker.spawn(task);
+        let task_actor = actor.clone();
+        match actor.gauge.slots.clone().try_acquire_owned() {
+            Ok(slot) => {
+                let task = run_command(task_actor, envelope, Some(slot));
+                actor.runtime.tracker.spawn(task);
+            }
+            Err(TryAcquireError::NoPermits) => {
+                announce_queued(&envelope, &actor.gauge);
+                actor
+                    .runtime
+                    .tracker
+                    .spawn(wait_then_run(task_actor, envelope));
+            }
+            Err(TryAcquireError::Closed) => reject(envelope, &actor.runtime),
+        }
     }
+}
+
+/// Tells the reader of a command that found every slot busy that it is queued.
+fn announce_queued(envelope: &Envelope, gauge: &Gauge) {
+    let position = gauge.enqueue();
+    let command = &envelope.command;
+    let note = queued_note(
+        command.command_id(),
+        command.command_type(),
+        position,
+        gauge.limit(),
+    );
+    // The channel is new and empty: only a reader already gone refuses the note.
+    let _ = envelope.running.try_send(note);
+}
+
+/// Waits (in line: the semaphore is fair) for a slot, or for the command to be stopped,
+/// whichever comes first; then runs it, or answers its stop at once.
+async fn wait_then_run(actor: Actor, envelope: Envelope) {
+    let queued_at = Instant::now();
+    let slot = tokio::select! {
+        biased;
+        _ = envelope.stop.token().cancelled() => None,
+        slot = actor.gauge.slots.clone().acquire_owned() => slot.ok(),
+    };
+    actor.gauge.dequeue();
+    if slot.is_some() {
+        let command = &envelope.command;
+        let note = started_note(
+            command.command_id(),
+            command.command_type(),
+            queued_at.elapsed(),
+        );
+        // At most the queued note is ahead of it: there is room.
+        let _ = envelope.running.try_send(note);
+    }
+    run_command(actor, envelope, slot).await;
 }
 
 /// Answers a command the actor will not run (shutdown) with its terminal result.
@@ -133,25 +202,27 @@ fn reject(envelope: Envelope, runtime: &Runtime) {
     let _ = envelope.terminal.send(result);
 }
 
-async fn run_command(
-    executor: Arc<dyn Executor>,
-    envelope: Envelope,
-    config: Arc<ActorConfig>,
-    runtime: Arc<Runtime>,
-    permit: OwnedSemaphorePermit,
-) {
+/// Runs one command in its slot; without a slot (stopped while queued) it only answers
+/// with its terminal result.
+async fn run_command(actor: Actor, envelope: Envelope, slot: Option<OwnedSemaphorePermit>) {
     let Envelope {
         command,
         running,
         terminal,
         stop,
+        scope,
+        seat,
     } = envelope;
+    drop(seat);
     let command_id: Arc<str> = Arc::from(command.command_id());
     let command_type = command.command_type();
     let started = Instant::now();
-    let deadline = command.requested_timeout().or(config.default_timeout);
+    let deadline = command.requested_timeout().or(actor.config.default_timeout);
     let result = if let Some(reason) = stop.reason() {
         Err(ExecError::from(reason))
+    } else if slot.is_none() {
+        // Only a closed semaphore gives no slot, and nothing closes it.
+        Err(ExecError::ShuttingDown)
     } else if deadline == Some(Duration::ZERO) {
         Err(ExecError::InvalidInput(
             "timeout_ms must be at least 1".to_owned(),
@@ -161,12 +232,14 @@ async fn run_command(
             command_id: command_id.to_string(),
             output: OutputSink::new(running, command_id.clone(), command_type),
             cancel: stop.token().clone(),
+            scope,
         };
-        let run = executor.execute(command, ctx);
-        supervise(run, &stop, deadline, config.stop_grace, command_type).await
+        let run = actor.executor.execute(command, ctx);
+        let grace = actor.config.stop_grace;
+        supervise(run, &stop, deadline, grace, command_type).await
     };
-    runtime.inflight.release(&command_id);
-    drop(permit);
+    actor.runtime.inflight.release(&command_id);
+    drop(slot);
     let result = terminal_result(
         &command_id,
         command_type,

@@ -90,6 +90,11 @@ fn end(last: Option<OutputResult>, data: Kept, error: &str, code: ErrorCode) -> 
         final_cwd: None,
         duration_ms: None,
         truncated_bytes: None,
+        process_id: None,
+        process_state: None,
+        next_offset: None,
+        truncated_before: None,
+        queue: None,
     });
     result.status = ExecutionStatus::Failed;
     result.error = error.to_owned();
@@ -224,6 +229,11 @@ mod tests {
             final_cwd: None,
             duration_ms: None,
             truncated_bytes: None,
+            process_id: None,
+            process_state: None,
+            next_offset: None,
+            truncated_before: None,
+            queue: None,
         };
         k.into_result(&mut result);
         result

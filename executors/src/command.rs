@@ -8,18 +8,23 @@ use std::time::Duration;
 use crate::error::ExecError;
 use crate::protocol::{
     BashExecCommand, Command, CommandType, ExecutionStatus, FileReadCommand, FileWriteCommand,
-    ListDirectoryCommand, PatchFileCommand, RequestUserInputCommand,
+    ListDirectoryCommand, PatchFileCommand, ProcessInputCommand, ProcessKillCommand,
+    ProcessListCommand, ProcessOutputCommand, RequestUserInputCommand,
 };
 
 impl CommandType {
     /// Every command type, in wire order.
-    pub const ALL: [CommandType; 6] = [
+    pub const ALL: [CommandType; 10] = [
         CommandType::BashExec,
         CommandType::FileRead,
         CommandType::FileWrite,
         CommandType::PatchFile,
         CommandType::ListDirectory,
         CommandType::RequestUserInput,
+        CommandType::ProcessInput,
+        CommandType::ProcessOutput,
+        CommandType::ProcessKill,
+        CommandType::ProcessList,
     ];
 
     /// The wire spelling, e.g. `"BASH_EXEC"`.
@@ -31,6 +36,10 @@ impl CommandType {
             CommandType::PatchFile => "PATCH_FILE",
             CommandType::ListDirectory => "LIST_DIRECTORY",
             CommandType::RequestUserInput => "REQUEST_USER_INPUT",
+            CommandType::ProcessInput => "PROCESS_INPUT",
+            CommandType::ProcessOutput => "PROCESS_OUTPUT",
+            CommandType::ProcessKill => "PROCESS_KILL",
+            CommandType::ProcessList => "PROCESS_LIST",
         }
     }
 }
@@ -41,9 +50,9 @@ impl fmt::Display for CommandType {
     }
 }
 
-/// The text was not one of the six wire spellings.
+/// The text was not one of the wire spellings.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown commandType '{0}' (expected one of BASH_EXEC, FILE_READ, FILE_WRITE, PATCH_FILE, LIST_DIRECTORY, REQUEST_USER_INPUT)")]
+#[error("unknown commandType '{0}' (expected one of BASH_EXEC, FILE_READ, FILE_WRITE, PATCH_FILE, LIST_DIRECTORY, REQUEST_USER_INPUT, PROCESS_INPUT, PROCESS_OUTPUT, PROCESS_KILL, PROCESS_LIST)")]
 pub struct UnknownCommandType(pub String);
 
 impl FromStr for CommandType {
@@ -67,6 +76,10 @@ impl Command {
             Command::PatchFile(_) => CommandType::PatchFile,
             Command::ListDirectory(_) => CommandType::ListDirectory,
             Command::RequestUserInput(_) => CommandType::RequestUserInput,
+            Command::ProcessInput(_) => CommandType::ProcessInput,
+            Command::ProcessOutput(_) => CommandType::ProcessOutput,
+            Command::ProcessKill(_) => CommandType::ProcessKill,
+            Command::ProcessList(_) => CommandType::ProcessList,
         }
     }
 
@@ -79,6 +92,10 @@ impl Command {
             Command::PatchFile(c) => &c.command_id,
             Command::ListDirectory(c) => &c.command_id,
             Command::RequestUserInput(c) => &c.command_id,
+            Command::ProcessInput(c) => &c.command_id,
+            Command::ProcessOutput(c) => &c.command_id,
+            Command::ProcessKill(c) => &c.command_id,
+            Command::ProcessList(c) => &c.command_id,
         }
     }
 
@@ -91,6 +108,10 @@ impl Command {
             Command::PatchFile(c) => &mut c.command_id,
             Command::ListDirectory(c) => &mut c.command_id,
             Command::RequestUserInput(c) => &mut c.command_id,
+            Command::ProcessInput(c) => &mut c.command_id,
+            Command::ProcessOutput(c) => &mut c.command_id,
+            Command::ProcessKill(c) => &mut c.command_id,
+            Command::ProcessList(c) => &mut c.command_id,
         }
     }
 
@@ -112,6 +133,10 @@ impl Command {
             Command::FileWrite(c) => c.timeout_ms.map(Duration::from_millis),
             Command::PatchFile(c) => c.timeout_ms.map(Duration::from_millis),
             Command::ListDirectory(c) => c.timeout_ms.map(Duration::from_millis),
+            Command::ProcessInput(c) => c.timeout_ms.map(Duration::from_millis),
+            Command::ProcessOutput(c) => c.timeout_ms.map(Duration::from_millis),
+            Command::ProcessKill(c) => c.timeout_ms.map(Duration::from_millis),
+            Command::ProcessList(c) => c.timeout_ms.map(Duration::from_millis),
         }
     }
 }
@@ -150,4 +175,8 @@ typed_command! {
     PatchFile => PatchFileCommand,
     ListDirectory => ListDirectoryCommand,
     RequestUserInput => RequestUserInputCommand,
+    ProcessInput => ProcessInputCommand,
+    ProcessOutput => ProcessOutputCommand,
+    ProcessKill => ProcessKillCommand,
+    ProcessList => ProcessListCommand,
 }

@@ -176,6 +176,10 @@ fn decode_as(command_type: CommandType, json: &[u8]) -> Result<Command, DecodeEr
         CommandType::PatchFile => Command::PatchFile(typed(json)?),
         CommandType::ListDirectory => Command::ListDirectory(typed(json)?),
         CommandType::RequestUserInput => Command::RequestUserInput(typed(json)?),
+        CommandType::ProcessInput => Command::ProcessInput(typed(json)?),
+        CommandType::ProcessOutput => Command::ProcessOutput(typed(json)?),
+        CommandType::ProcessKill => Command::ProcessKill(typed(json)?),
+        CommandType::ProcessList => Command::ProcessList(typed(json)?),
     })
 }
 

@@ -96,6 +96,33 @@ pub enum ExecError {
     /// The executor stopped without producing a result (task dropped, runtime gone).
     #[error("executor stopped without a result")]
     Lost,
+    /// No process with this id (in this scope).
+    #[error("no process '{0}'")]
+    ProcessNotFound(String),
+    /// The process has exited: it takes no more input.
+    #[error("process '{id}' has exited{}", .code.map(|c| format!(" (exit code {c})")).unwrap_or_default())]
+    ProcessExited {
+        /// The process.
+        id: String,
+        /// Its exit code, when it exited normally.
+        code: Option<i32>,
+    },
+    /// The process took none of its pending input for the whole wait (it does not read
+    /// its stdin, or not now): the rest of the input was dropped.
+    #[error("process '{id}' is not reading its input: it took {written} of {total} bytes, then nothing for {stalled:?} (the rest was dropped)")]
+    InputBlocked {
+        /// The process.
+        id: String,
+        /// Bytes it took.
+        written: usize,
+        /// Bytes sent.
+        total: usize,
+        /// How long it took nothing.
+        stalled: std::time::Duration,
+    },
+    /// The scope (or the whole registry) runs as many processes as it may: how many.
+    #[error("too many background processes ({0}); stop one first")]
+    TooManyProcesses(String),
     /// An executor was handed a command of another type.
     #[error("this executor runs {expected} commands, not {got}")]
     WrongCommandType {
@@ -129,6 +156,10 @@ impl ExecError {
             ExecError::Panicked(_) => ErrorCode::ExecutorPanicked,
             ExecError::Lost => ErrorCode::ExecutorLost,
             ExecError::WrongCommandType { .. } => ErrorCode::WrongCommandType,
+            ExecError::ProcessNotFound(_) => ErrorCode::ProcessNotFound,
+            ExecError::ProcessExited { .. } => ErrorCode::ProcessExited,
+            ExecError::InputBlocked { .. } => ErrorCode::InputBlocked,
+            ExecError::TooManyProcesses(_) => ErrorCode::TooManyProcesses,
         }
     }
 

@@ -130,6 +130,20 @@ error_codes! {
     /// A result stream ended without a terminal result (combined output).
     IncompleteStream = "INCOMPLETE_STREAM", Failed;
 
+    // Processes (docs/processes.md).
+    /// No process with that id in this scope.
+    ProcessNotFound = "PROCESS_NOT_FOUND", NotFound;
+    /// The NATS worker holding the process (or session) is gone, and the process with it.
+    ProcessLost = "PROCESS_LOST", NotFound;
+    /// The process has exited: it takes no more input.
+    ProcessExited = "PROCESS_EXITED", Failed;
+    /// The process stopped taking its input: what it did not take was dropped.
+    InputBlocked = "INPUT_BLOCKED", Failed;
+    /// The scope already holds as many processes as it may.
+    TooManyProcesses = "TOO_MANY_PROCESSES", Unavailable;
+    /// A background process was not ready within its `ready.timeout_ms` (it still runs).
+    ReadyTimeout = "READY_TIMEOUT", Failed;
+
     // PATCH_FILE.
     /// The patch cannot be parsed.
     PatchInvalid = "PATCH_INVALID", Invalid;

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ExecError;
 use crate::outcome::Outcome;
+use crate::process::Scope;
 use crate::protocol::{Command, CommandType, ExecutionStatus, OutputResult};
 
 /// The future an executor returns.
@@ -39,6 +40,9 @@ pub struct ExecContext {
     pub output: OutputSink,
     /// Fires when the command must stop (cancel, timeout, shutdown, reader gone).
     pub cancel: CancellationToken,
+    /// The scope it runs in: the processes it starts belong to it, and it sees only the
+    /// processes of this scope.
+    pub scope: Scope,
 }
 
 /// Sends `RUNNING` messages of one command. Sending waits while the reader is behind
@@ -77,25 +81,57 @@ impl OutputSink {
             .map_err(|_| ExecError::ReceiverGone)
     }
 
+    /// Relays a `RUNNING` message that came from elsewhere (a worker's), notes included
+    /// (`queue`), as this command's.
+    pub async fn forward(&self, mut message: OutputResult) -> Result<(), ExecError> {
+        message.command_id = self.command_id.to_string();
+        message.command_type = self.command_type.as_str().to_owned();
+        message.status = ExecutionStatus::Running;
+        self.tx
+            .send(message)
+            .await
+            .map_err(|_| ExecError::ReceiverGone)
+    }
+
     /// Sends a `RUNNING` message only if the reader has room; drops it otherwise.
     pub fn try_send(&self, message: &str, data: String) {
         let _ = self.tx.try_send(self.running(message, data));
     }
 
     fn running(&self, message: &str, data: String) -> OutputResult {
-        OutputResult {
-            command_id: self.command_id.to_string(),
-            command_type: self.command_type.as_str().to_owned(),
-            status: ExecutionStatus::Running,
-            message: message.to_owned(),
-            error: String::new(),
-            result_data: data,
-            error_code: None,
-            exit_code: None,
-            final_cwd: None,
-            duration_ms: None,
-            truncated_bytes: None,
-        }
+        running_result(
+            &self.command_id,
+            self.command_type,
+            message.to_owned(),
+            data,
+        )
+    }
+}
+
+/// A `RUNNING` message of command `command_id` carrying `message` and a chunk of `data`.
+pub(crate) fn running_result(
+    command_id: &str,
+    command_type: CommandType,
+    message: String,
+    data: String,
+) -> OutputResult {
+    OutputResult {
+        command_id: command_id.to_owned(),
+        command_type: command_type.as_str().to_owned(),
+        status: ExecutionStatus::Running,
+        message,
+        error: String::new(),
+        result_data: data,
+        error_code: None,
+        exit_code: None,
+        final_cwd: None,
+        duration_ms: None,
+        truncated_bytes: None,
+        process_id: None,
+        process_state: None,
+        next_offset: None,
+        truncated_before: None,
+        queue: None,
     }
 }
 

@@ -21,6 +21,7 @@
 //! - `decode`: untrusted JSON → [`Command`], errors naming the field.
 //! - `executor`: the [`Executor`] trait and the [`ExecContext`] an executor gets.
 //! - `actor`: the actor loop, the supervised command task, [`ActorConfig`].
+//! - `load`: an actor's counters ([`ActorLoad`]) and the notes of a queued command.
 //! - `inflight`: the table of running commands (cancel from anywhere), stop reasons.
 //! - `terminal`: the one place a terminal result is built.
 //! - `stream`: [`ResultStream`], the receiving end of one command.
@@ -39,8 +40,10 @@
 //! mailbox and a semaphore (its concurrency limit). [`Registry::execute`] claims the
 //! command's id in the shared **in-flight table** (a duplicate id is refused), creates the
 //! command's result channels and posts an envelope to the actor's mailbox — waiting when
-//! the mailbox is full. The actor takes the next envelope only when a permit is free, and
-//! runs each command in its own task, under a **supervisor** that catches panics, enforces
+//! too many commands of its type already wait. The actor starts a command at once when one
+//! of its slots (its concurrency limit) is free; otherwise it tells the command's reader
+//! at once that it is **queued** and leaves it waiting, in line, for a slot. It runs each
+//! command in its own task, under a **supervisor** that catches panics, enforces
 //! the deadline (`timeout_ms` or the actor's default) and, once the command is told to
 //! stop, gives the executor a grace period to kill what it started.
 //!
@@ -75,9 +78,11 @@ pub mod files;
 mod inflight;
 mod input;
 mod list_directory;
+mod load;
 mod outcome;
 pub mod patch;
 mod patch_file;
+pub mod process;
 pub mod protocol;
 mod registry;
 mod request_user_input;
@@ -85,8 +90,10 @@ mod stream;
 mod terminal;
 mod utf8;
 
-pub use actor::ActorConfig;
+pub use actor::{ActorConfig, DEFAULT_MAX_CONCURRENT};
 pub use atomic_write::{write_atomic, NEW_FILE_MODE};
+pub use bash_exec::remove_cgroups;
+pub use bash_exec::DEFAULT_YIELD;
 pub use bash_exec::{
     BashExec, BashExecConfig, EnvPolicy, Inherit, Sandbox, SandboxStatus, TreeMechanism, CORE_VARS,
     CWD_REPORT_FD, DEFAULT_EXCLUDES, DRAIN_AFTER_EXIT, FLUSH_BYTES, FLUSH_INTERVAL, MARKER_VAR,
@@ -108,13 +115,20 @@ pub use input::{
     InputBroker, InputError, InputFuture, InputRequest, NoInputBroker, NotWaiting, PendingInputs,
 };
 pub use list_directory::ListDirectory;
-pub use outcome::{human_duration, Outcome};
+pub use load::ActorLoad;
+pub use outcome::{human_duration, Outcome, ProcessStatus};
 pub use patch_file::PatchFile;
+pub use process::{ProcessLimits, ProcessState, ProcessTable, Scope};
 pub use protocol::{
     BashExecCommand, Command, CommandType, ExecutionStatus, FileReadCommand, FileWriteCommand,
-    ListDirectoryCommand, OutputResult, PatchFileCommand, RequestUserInputCommand,
+    ListDirectoryCommand, OutputResult, PatchFileCommand, ProcessInputCommand, ProcessKillCommand,
+    ProcessListCommand, ProcessOutputCommand, QueueNote, QueueState, ReadyCheck,
+    RequestUserInputCommand,
 };
-pub use registry::{Confinement, Registry, RegistryConfig, SubmitError, RESULT_CHANNEL_CAPACITY};
+pub use registry::{
+    Confinement, Registry, RegistryConfig, SubmitError, RESULT_CHANNEL_CAPACITY, SCOPE_END_GRACE,
+    WAITING_ACTOR_LIMIT,
+};
 pub use request_user_input::RequestUserInput;
 pub use stream::ResultStream;
 pub use utf8::Utf8Decoder;

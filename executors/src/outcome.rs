@@ -26,6 +26,22 @@ pub struct Outcome {
     pub exit_code: Option<i32>,
     /// Final working directory of a shell, when it reported one.
     pub final_cwd: Option<String>,
+    /// Process commands: where the process stands.
+    pub process: Option<ProcessStatus>,
+}
+
+/// A process command's report on its process (the `processId`, `processState`,
+/// `nextOffset` and `truncatedBefore` fields of the terminal result).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProcessStatus {
+    /// The process.
+    pub process_id: String,
+    /// `running` or `exited`.
+    pub state: &'static str,
+    /// The output offset to read from next.
+    pub next_offset: Option<u64>,
+    /// The offset asked for was older than the retained output, which starts here.
+    pub truncated_before: Option<u64>,
 }
 
 impl Outcome {
@@ -39,6 +55,7 @@ impl Outcome {
             result_data: String::new(),
             exit_code: None,
             final_cwd: None,
+            process: None,
         }
     }
 

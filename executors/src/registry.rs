@@ -1,6 +1,7 @@
 //! [`Registry`]: maps each [`CommandType`] to its executor actor, and is the one door
 //! (`execute`) through which every transport runs commands.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,12 @@ use crate::file_write::FileWrite;
 use crate::inflight::{Claim, StopReason};
 use crate::input::{InputBroker, NoInputBroker};
 use crate::list_directory::ListDirectory;
+use crate::load::ActorLoad;
 use crate::patch_file::PatchFile;
+use crate::process::{
+    ProcessInputExec, ProcessKillExec, ProcessLimits, ProcessListExec, ProcessOutputExec,
+    ProcessTable, Scope,
+};
 use crate::protocol::{Command, CommandType, OutputResult};
 use crate::request_user_input::RequestUserInput;
 use crate::stream::ResultStream;
@@ -63,6 +69,13 @@ impl SubmitError {
 /// read gigabytes, short enough that a wedged one does not wait forever.
 pub const FILE_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Time between SIGTERM and SIGKILL when a scope ends ([`Registry::end_scope`]).
+pub const SCOPE_END_GRACE: Duration = Duration::from_secs(2);
+
+/// Commands at once of the types that mostly wait — `REQUEST_USER_INPUT` (on people) and
+/// the process commands (on output) — unaffected by `--max-concurrent`.
+pub const WAITING_ACTOR_LIMIT: usize = 1024;
+
 /// How the default executors are set up.
 #[derive(Clone)]
 pub struct RegistryConfig {
@@ -81,6 +94,11 @@ pub struct RegistryConfig {
     /// Confine `BASH_EXEC` writes to the allowed roots with Landlock (needs roots in
     /// `paths`; what the kernel enforces is in [`Registry::confinement`]).
     pub landlock: bool,
+    /// Limits of the background processes (docs/processes.md).
+    pub processes: ProcessLimits,
+    /// What every process id starts with (`<prefix>p1` …), so that an id names the
+    /// instance holding it: a NATS worker sets its worker id and `-` (docs/nats.md).
+    pub process_id_prefix: Option<String>,
 }
 
 impl Default for RegistryConfig {
@@ -94,11 +112,13 @@ impl Default for RegistryConfig {
                 ..ActorConfig::default()
             },
             input_actor: ActorConfig {
-                max_concurrent: 1024,
+                max_concurrent: WAITING_ACTOR_LIMIT,
                 ..ActorConfig::default()
             },
             paths: PathPolicy::unrestricted(),
             landlock: false,
+            processes: ProcessLimits::default(),
+            process_id_prefix: None,
         }
     }
 }
@@ -117,6 +137,8 @@ struct Inner {
     runtime: Arc<Runtime>,
     closed: AtomicBool,
     confinement: Confinement,
+    /// The background processes (stopped at shutdown).
+    processes: ProcessTable,
 }
 
 /// How a registry's default executors are confined.
@@ -136,15 +158,21 @@ impl Registry {
         Self::default()
     }
 
-    /// A registry with all six executors and default settings.
+    /// A registry with every executor and default settings.
     pub fn with_defaults() -> Self {
         Self::with_config(RegistryConfig::default())
     }
 
-    /// A registry with all six executors, set up by `config`.
+    /// A registry with every executor, set up by `config`.
     pub fn with_config(config: RegistryConfig) -> Self {
         let paths = config.paths.clone();
-        let mut bash = BashExec::new(config.bash.clone()).with_paths(paths.clone());
+        let processes = ProcessTable::with_id_prefix(
+            config.processes,
+            config.process_id_prefix.clone().unwrap_or_default(),
+        );
+        let mut bash = BashExec::new(config.bash.clone())
+            .with_paths(paths.clone())
+            .with_processes(processes.clone());
         let mut landlock = None;
         if config.landlock {
             let (sandbox, status) = Sandbox::start(paths.roots());
@@ -160,6 +188,7 @@ impl Registry {
                     landlock,
                     process_trees: Some(bash.tree_mechanism()),
                 },
+                processes: processes.clone(),
                 ..Inner::default()
             }),
         };
@@ -191,7 +220,38 @@ impl Registry {
         }
         let input = RequestUserInput::new(config.input_broker.clone());
         registry.register_with(CommandType::RequestUserInput, input, config.input_actor);
+        let process_actor = ActorConfig {
+            // Reads wait for output (`wait_ms`), inputs for replies: many at once.
+            max_concurrent: WAITING_ACTOR_LIMIT,
+            ..ActorConfig::default()
+        };
+        let process_executors = [
+            (
+                CommandType::ProcessInput,
+                Arc::new(ProcessInputExec::new(processes.clone())) as Arc<dyn Executor>,
+            ),
+            (
+                CommandType::ProcessOutput,
+                Arc::new(ProcessOutputExec::new(processes.clone())),
+            ),
+            (
+                CommandType::ProcessKill,
+                Arc::new(ProcessKillExec::new(processes.clone())),
+            ),
+            (
+                CommandType::ProcessList,
+                Arc::new(ProcessListExec::new(processes)),
+            ),
+        ];
+        for (ty, executor) in process_executors {
+            registry.register_arc(ty, executor, process_actor.clone());
+        }
         registry
+    }
+
+    /// The background processes.
+    pub fn processes(&self) -> &ProcessTable {
+        &self.inner.processes
     }
 
     /// Serves `command_type` with `executor` (default limits), replacing any previous one.
@@ -231,11 +291,26 @@ impl Registry {
         self.inner.actors.contains_key(&command_type)
     }
 
-    /// Runs `command` (generating its id if empty) and returns its result stream.
+    /// Runs `command` in the default scope: [`Registry::execute_in`] with
+    /// [`Scope::default`].
+    pub async fn execute(&self, command: Command) -> Result<ResultStream, SubmitError> {
+        self.execute_in(Scope::default(), command).await
+    }
+
+    /// Runs `command` in `scope` (generating its id if empty) and returns its result
+    /// stream. The processes it starts belong to `scope`, and it sees only the processes
+    /// of `scope` (docs/processes.md, "Scopes").
     ///
-    /// Waits while the executor's mailbox is full. Dropping the returned stream before its
+    /// Waits while `mailbox_capacity` commands of its type already wait for a slot. A
+    /// command that must wait for a slot is told so at once: its stream starts with a
+    /// `RUNNING` message whose `queue` note says `queued` (docs/contract.md §3,
+    /// "Queueing"). Dropping the returned stream before its
     /// terminal message stops the command.
-    pub async fn execute(&self, mut command: Command) -> Result<ResultStream, SubmitError> {
+    pub async fn execute_in(
+        &self,
+        scope: Scope,
+        mut command: Command,
+    ) -> Result<ResultStream, SubmitError> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(SubmitError::ShuttingDown);
         }
@@ -256,6 +331,13 @@ impl Registry {
             id: &id,
             armed: true,
         };
+        let seat = actor
+            .gauge
+            .waiting_room
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| SubmitError::ShuttingDown)?;
         let (running_tx, running_rx) = mpsc::channel(RESULT_CHANNEL_CAPACITY);
         let (terminal_tx, terminal_rx) = oneshot::channel();
         let envelope = Envelope {
@@ -263,6 +345,8 @@ impl Registry {
             running: running_tx,
             terminal: terminal_tx,
             stop: stop.clone(),
+            scope,
+            seat,
         };
         if actor.mailbox.send(envelope).await.is_err() {
             return Err(SubmitError::ShuttingDown);
@@ -277,19 +361,33 @@ impl Registry {
         ))
     }
 
-    /// Decodes and runs one JSON command. Never fails: a command that cannot be decoded or
-    /// accepted yields a stream holding its one `FAILED` result.
+    /// Decodes and runs one JSON command in the default scope: [`Registry::execute_json_in`]
+    /// with [`Scope::default`].
     pub async fn execute_json(&self, json: &str) -> ResultStream {
+        self.execute_json_in(Scope::default(), json).await
+    }
+
+    /// Decodes and runs one JSON command in `scope`. Never fails: a command that cannot be
+    /// decoded or accepted yields a stream holding its one `FAILED` result.
+    pub async fn execute_json_in(&self, scope: Scope, json: &str) -> ResultStream {
         let command = match decode_command(json) {
             Ok(command) => command,
             Err(failure) => return ResultStream::from_result(failure.to_result()),
         };
         let id = command.command_id().to_owned();
         let command_type = command.command_type();
-        match self.execute(command).await {
+        match self.execute_in(scope, command).await {
             Ok(stream) => stream,
             Err(e) => ResultStream::from_result(e.to_result(&id, command_type.as_str())),
         }
+    }
+
+    /// Ends `scope`: stops every process of it (SIGTERM to the whole tree, SIGKILL after
+    /// [`SCOPE_END_GRACE`]), including those starting now, and returns once they are gone.
+    /// Its exited processes are forgotten. Commands of the scope still running are not
+    /// stopped (their front door owns them), and the scope may be used again.
+    pub async fn end_scope(&self, scope: &Scope) {
+        self.inner.processes.end_scope(scope, SCOPE_END_GRACE).await;
     }
 
     /// Cancels the in-flight command `command_id`, wherever it runs. False when no such
@@ -299,6 +397,16 @@ impl Registry {
             .runtime
             .inflight
             .stop(command_id, StopReason::Cancelled)
+    }
+
+    /// How busy each command type's actor is: its limit, the commands running, the
+    /// commands queued for a slot.
+    pub fn load(&self) -> BTreeMap<CommandType, ActorLoad> {
+        self.inner
+            .actors
+            .iter()
+            .map(|actor| (*actor.key(), actor.value().gauge.load()))
+            .collect()
     }
 
     /// Ids of the commands accepted and not yet finished.
@@ -325,5 +433,7 @@ impl Registry {
             runtime.inflight.stop_all(StopReason::ShuttingDown);
             runtime.tracker.wait().await;
         }
+        // Background processes outlive commands, not cmdr.
+        self.inner.processes.shutdown(Duration::from_secs(2)).await;
     }
 }

@@ -55,6 +55,11 @@ fn from_outcome(command_id: &str, command_type: CommandType, outcome: Outcome) -
         final_cwd: outcome.final_cwd,
         duration_ms: None,
         truncated_bytes: None,
+        process_state: outcome.process.as_ref().map(|p| p.state.to_owned()),
+        next_offset: outcome.process.as_ref().and_then(|p| p.next_offset),
+        truncated_before: outcome.process.as_ref().and_then(|p| p.truncated_before),
+        queue: None,
+        process_id: outcome.process.map(|p| p.process_id),
     }
 }
 
@@ -78,6 +83,11 @@ pub(crate) fn failed_result(command_id: &str, command_type: &str, err: &ExecErro
         final_cwd: None,
         duration_ms: None,
         truncated_bytes: None,
+        process_id: None,
+        process_state: None,
+        next_offset: None,
+        truncated_before: None,
+        queue: None,
     }
 }
 
@@ -100,5 +110,10 @@ pub(crate) fn rejected_result(
         final_cwd: None,
         duration_ms: None,
         truncated_bytes: None,
+        process_id: None,
+        process_state: None,
+        next_offset: None,
+        truncated_before: None,
+        queue: None,
     }
 }

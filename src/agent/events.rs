@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+use super::detector::TagKind;
+
 /// How a command of the loop ended, as shown in `tool-result`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -27,9 +29,14 @@ pub enum DoneReason {
     Completed,
     /// The run was aborted (client gone, Stop, Ctrl-C); the partial turn is recorded.
     Stopped,
-    /// The iteration cap was reached; the last iteration's results are recorded but the
-    /// model was not prompted again.
+    /// The iteration cap was reached: the last reply's commands were not run (they are
+    /// reported `skipped`) and the model was not prompted again.
     MaxIterations,
+    /// The model's reply was cut off by the reply-length limit (`max_tokens`): its
+    /// commands were not run (reported `skipped`).
+    MaxTokens,
+    /// The model repeated the same commands with the same results after being told so.
+    Repeating,
 }
 
 /// One event of an agent run.
@@ -60,13 +67,21 @@ pub enum AgentEvent {
         /// The text delta.
         content: String,
     },
-    /// A `<shell>` command was detected (queued).
+    /// A `<shell>` command, an `<ask>` question or a process tag was detected (queued).
     ToolCall {
-        /// The command, trimmed.
+        /// The command (or question), trimmed; for a process tag, the tag.
         command: String,
+        /// `shell`, `ask`, `process-output`, `process-input` or `process-kill`.
+        kind: TagKind,
         /// `cmd-{iteration}-{index}`.
         #[serde(rename = "commandId")]
         command_id: String,
+        /// A `<shell background>`: it starts a background process.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        background: bool,
+        /// The process a process tag is about.
+        #[serde(rename = "processId", skip_serializing_if = "Option::is_none")]
+        process_id: Option<String>,
     },
     /// The command started running.
     ToolStart {
@@ -102,6 +117,13 @@ pub enum AgentEvent {
         /// How long it ran, in milliseconds.
         #[serde(rename = "durationMs", skip_serializing_if = "Option::is_none")]
         duration_ms: Option<u64>,
+        /// The background process it started or was about (also when it failed, e.g.
+        /// `READY_TIMEOUT` leaves the process running).
+        #[serde(rename = "processId", skip_serializing_if = "Option::is_none")]
+        process_id: Option<String>,
+        /// That process's state afterwards: `running` or `exited`.
+        #[serde(rename = "processState", skip_serializing_if = "Option::is_none")]
+        process_state: Option<String>,
     },
     /// One iteration (model reply + its commands) ended.
     IterationEnd {

@@ -1,13 +1,24 @@
 //! The loop itself (docs/contract.md §4): prompt the model, stream its reply, run the `<shell>`
-//! commands it wrote one after another, append the results, prompt again — until a reply
-//! has no commands, the iteration cap is reached, the run is aborted or fails.
+//! commands (and ask the `<ask>` questions) it wrote one after another, append the
+//! results, prompt again — until a reply has none, the iteration cap is reached, a reply
+//! is cut off by the length limit, the model repeats itself, the run is aborted or fails.
+//!
+//! What real models do, and what the loop does about it (docs/agent-loop.md):
+//! - a reply goes on after its commands with made-up results: the reply ends at the first
+//!   stop sequence ([`STOP_SEQUENCES`], also sent as the request's `stop`), which is
+//!   neither shown nor stored;
+//! - a reply cut off by `max_tokens` (`finish_reason: "length"`): its commands are not run
+//!   and the run ends `done: max-tokens`;
+//! - the last reply the iteration cap allows has commands: they are not run (nobody would
+//!   read their results) and are reported `skipped`;
+//! - the same commands with the same results as the previous iteration: the model is told
+//!   so in the results; once more, and the run ends `done: repeating`.
 //!
 //! History is append-only and verbatim: the user's message, each raw assistant reply, one
 //! `tool` message per iteration. Whatever happens, what already arrived is recorded and
 //! the event stream ends with exactly one `done` or `error`.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,32 +32,24 @@ use super::detector::ShellTagDetector;
 use super::events::{AgentEvent, DoneReason, ToolStatus};
 use super::history::to_chat_messages;
 use super::prompt::DEFAULT_SYSTEM_PROMPT;
+use super::session::Session;
+use super::stop::{StopScanner, STOP_SEQUENCES};
 use super::tool_call::{format_tool_message, run_tool, ToolCall, ToolEnv, ToolOutcome};
-use crate::llm::{ChatRequest, LlmClient, LlmError};
+use crate::llm::{ChatRequest, Delta, LlmClient, LlmError};
 use crate::turn::{CommandMeta, Message, Role, ToolRun, TurnStatus};
 
 /// Iterations (model reply + its commands) per user turn, unless an agent says otherwise.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
 
-/// A conversation as the loop needs it: its messages and the shell's working directory,
-/// which carries over from one command to the next, like a terminal.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Session {
-    /// Every message so far, oldest first.
-    pub messages: Vec<Message>,
-    /// Where the next command starts.
-    pub cwd: PathBuf,
-}
+/// The longest reply asked for (`max_tokens`), unless an agent or a flag says otherwise:
+/// room for a long answer or a large file written by a command, while a model that
+/// rambles on (llama.cpp's own default is no limit) is stopped.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
-impl Session {
-    /// An empty conversation whose commands start in `cwd`.
-    pub fn new(cwd: impl Into<PathBuf>) -> Self {
-        Self {
-            messages: Vec::new(),
-            cwd: cwd.into(),
-        }
-    }
-}
+/// What the model is told, in the results, when it repeats itself.
+const REPEAT_NOTE: &str = "[cmdr: these are the same commands with the same results as in your \
+previous reply. Do something different, or answer without commands; repeating them again ends \
+the turn.]";
 
 /// Settings of one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +67,8 @@ pub struct RunOptions {
     /// The environment the run's shells start with (the agent's
     /// `shell_environment_policy` applied); the registry's when `None`.
     pub shell_env: Option<Arc<[(String, String)]>>,
+    /// The longest reply asked for (`max_tokens`); the provider's default when `None`.
+    pub max_tokens: Option<u32>,
 }
 
 impl Default for RunOptions {
@@ -75,6 +80,7 @@ impl Default for RunOptions {
             command_timeout: None,
             command: None,
             shell_env: None,
+            max_tokens: Some(DEFAULT_MAX_TOKENS),
         }
     }
 }
@@ -108,6 +114,10 @@ pub enum RunOutcome {
     Stopped,
     /// The iteration cap was reached.
     MaxIterations,
+    /// A reply was cut off by the length limit.
+    MaxTokens,
+    /// The model repeated the same commands with the same results after being told.
+    Repeating,
     /// The model could not be asked or its reply broke off.
     Failed {
         /// Stable code (`LLM_UNAVAILABLE`, …).
@@ -125,12 +135,27 @@ impl RunOutcome {
         }
     }
 
+    /// The run's status as the run routes and MCP tools report it: `completed`,
+    /// `stopped`, `max-iterations`, `max-tokens`, `repeating` or `failed`.
+    pub fn status_name(&self) -> &'static str {
+        match self {
+            RunOutcome::Completed => "completed",
+            RunOutcome::Stopped => "stopped",
+            RunOutcome::MaxIterations => "max-iterations",
+            RunOutcome::MaxTokens => "max-tokens",
+            RunOutcome::Repeating => "repeating",
+            RunOutcome::Failed { .. } => "failed",
+        }
+    }
+
     /// The event that ends the run's stream.
     pub fn final_event(&self) -> AgentEvent {
         let reason = match self {
             RunOutcome::Completed => DoneReason::Completed,
             RunOutcome::Stopped => DoneReason::Stopped,
             RunOutcome::MaxIterations => DoneReason::MaxIterations,
+            RunOutcome::MaxTokens => DoneReason::MaxTokens,
+            RunOutcome::Repeating => DoneReason::Repeating,
             RunOutcome::Failed { code, message } => {
                 return AgentEvent::Error {
                     code: code.clone(),
@@ -206,6 +231,8 @@ impl AgentLoop {
             cancel,
             recorder,
             id_prefix: uuid::Uuid::new_v4().simple().to_string(),
+            previous_results: None,
+            warned: false,
         };
         turn.record(Role::User, instruction, TurnStatus::Ok, Vec::new())
             .await;
@@ -224,6 +251,10 @@ struct Turn<'a> {
     cancel: &'a CancellationToken,
     recorder: &'a dyn Recorder,
     id_prefix: String,
+    /// The last iteration's results as the model saw them (to notice repetition).
+    previous_results: Option<String>,
+    /// The model was told it repeated itself.
+    warned: bool,
 }
 
 /// What streaming one reply gave.
@@ -231,6 +262,8 @@ struct Reply {
     text: String,
     calls: Vec<ToolCall>,
     end: ReplyEnd,
+    /// The provider ended the reply at its length limit (`finish_reason: "length"`).
+    cut_off: bool,
 }
 
 enum ReplyEnd {
@@ -271,6 +304,11 @@ impl Turn<'_> {
                 return Some(RunOutcome::failed(&error));
             }
         }
+        if reply.cut_off {
+            let why = "not run: the reply was cut off by the length limit (max_tokens)";
+            self.record_not_run(iteration, reply.calls, why).await;
+            return Some(RunOutcome::MaxTokens);
+        }
         if reply.calls.is_empty() {
             self.emit(AgentEvent::IterationEnd {
                 iteration,
@@ -279,16 +317,51 @@ impl Turn<'_> {
             .await;
             return Some(RunOutcome::Completed);
         }
-        self.run_calls(reply.calls).await;
+        if !may_continue {
+            let why = format!(
+                "not run: the iteration limit ({iteration}) was reached; nobody would read the results"
+            );
+            self.record_not_run(iteration, reply.calls, &why).await;
+            return Some(RunOutcome::MaxIterations);
+        }
+        let repeated = self.run_calls(reply.calls).await;
         if self.cancel.is_cancelled() {
             return Some(RunOutcome::Stopped);
         }
+        let outcome = repeated.then_some(RunOutcome::Repeating);
         self.emit(AgentEvent::IterationEnd {
             iteration,
-            has_more_commands: may_continue,
+            has_more_commands: outcome.is_none(),
         })
         .await;
-        (!may_continue).then_some(RunOutcome::MaxIterations)
+        outcome
+    }
+
+    /// Reports `calls` as not run (`skipped`, with `why`) and records them as the
+    /// iteration's results, so the transcript shows what the model asked for; ends the
+    /// iteration (the model is not prompted again).
+    async fn record_not_run(&mut self, iteration: u32, calls: Vec<ToolCall>, why: &str) {
+        if !calls.is_empty() {
+            let outcome = ToolOutcome::not_run(why);
+            let mut runs = Vec::with_capacity(calls.len());
+            for call in calls {
+                self.emit_result(&call, &outcome).await;
+                runs.push((call, outcome.clone()));
+            }
+            let tool_runs = runs.iter().map(tool_run).collect();
+            self.record(
+                Role::Tool,
+                format_tool_message(&runs),
+                TurnStatus::Ok,
+                tool_runs,
+            )
+            .await;
+        }
+        self.emit(AgentEvent::IterationEnd {
+            iteration,
+            has_more_commands: false,
+        })
+        .await;
     }
 
     /// Streams the model's reply, announcing each command as its closing tag arrives.
@@ -297,6 +370,7 @@ impl Turn<'_> {
             text: String::new(),
             calls: Vec::new(),
             end: ReplyEnd::Complete,
+            cut_off: false,
         };
         let Some(llm) = self.agent.llm.clone() else {
             reply.end = ReplyEnd::Failed(LlmError::NotConfigured(
@@ -308,6 +382,8 @@ impl Turn<'_> {
         let request = ChatRequest {
             model: self.options.model.clone(),
             messages: to_chat_messages(&self.options.system_prompt, &self.session.messages),
+            max_tokens: self.options.max_tokens,
+            stop: STOP_SEQUENCES.iter().map(|s| (*s).to_owned()).collect(),
         };
         let started = tokio::select! {
             biased;
@@ -326,7 +402,7 @@ impl Turn<'_> {
             Some(Ok(tokens)) => tokens,
         };
         let mut detector = ShellTagDetector::new();
-        let mut found = Vec::new();
+        let mut stops = StopScanner::new();
         loop {
             let item = tokio::select! {
                 biased;
@@ -336,42 +412,73 @@ impl Turn<'_> {
                 }
                 item = tokens.next() => item,
             };
-            let delta = match item {
-                None => break,
+            let mut ended = false;
+            let text = match item {
+                None => {
+                    ended = true;
+                    stops.finish()
+                }
                 Some(Err(error)) => {
                     reply.end = ReplyEnd::Failed(error);
-                    break;
+                    stops.finish()
                 }
-                Some(Ok(delta)) => delta,
+                Some(Ok(Delta::Finish(reason))) => {
+                    reply.cut_off = reason == "length";
+                    continue;
+                }
+                Some(Ok(Delta::Text(delta))) => stops.feed(&delta),
             };
-            reply.text.push_str(&delta);
-            detector.feed(&delta, &mut found);
-            self.emit(AgentEvent::Text { content: delta }).await;
-            for detected in found.drain(..) {
-                let call = ToolCall {
-                    id: format!("cmd-{iteration}-{}", reply.calls.len()),
-                    command: detected.command,
-                };
-                self.emit(AgentEvent::ToolCall {
-                    command: call.command.clone(),
-                    command_id: call.id.clone(),
-                })
+            self.take_text(iteration, &text, &mut detector, &mut reply)
                 .await;
-                reply.calls.push(call);
+            if ended || item_ended(&reply, &stops) {
+                // The reply is over (a stop sequence: the stream is dropped, which stops
+                // the provider generating).
+                break;
             }
         }
         if let Some(offset) = detector.finish() {
-            tracing::debug!(
-                offset,
-                iteration,
-                "reply ended inside an unterminated <shell> tag"
-            );
+            tracing::debug!(offset, iteration, "reply ended inside an unterminated tag");
         }
         reply
     }
 
+    /// Appends released text to the reply, shows it, and announces the commands whose
+    /// closing tag it completed.
+    async fn take_text(
+        &mut self,
+        iteration: u32,
+        text: &str,
+        detector: &mut ShellTagDetector,
+        reply: &mut Reply,
+    ) {
+        if text.is_empty() {
+            return;
+        }
+        let mut found = Vec::new();
+        reply.text.push_str(text);
+        detector.feed(text, &mut found);
+        self.emit(AgentEvent::Text {
+            content: text.to_owned(),
+        })
+        .await;
+        for detected in found {
+            let call = ToolCall::new(format!("cmd-{iteration}-{}", reply.calls.len()), detected);
+            self.emit(AgentEvent::ToolCall {
+                command: call.command.clone(),
+                kind: call.kind,
+                command_id: call.id.clone(),
+                background: call.background(),
+                process_id: call.target().map(str::to_owned),
+            })
+            .await;
+            reply.calls.push(call);
+        }
+    }
+
     /// Runs the iteration's commands one after another and records their `tool` message.
-    async fn run_calls(&mut self, calls: Vec<ToolCall>) {
+    /// True when they and their results repeat the previous iteration's although the
+    /// model was already told so (the run is to end).
+    async fn run_calls(&mut self, calls: Vec<ToolCall>) -> bool {
         let mut runs = Vec::with_capacity(calls.len());
         for call in calls {
             let outcome = if self.cancel.is_cancelled() {
@@ -388,8 +495,20 @@ impl Turn<'_> {
             TurnStatus::Ok
         };
         let tool_runs = runs.iter().map(tool_run).collect();
-        self.record(Role::Tool, format_tool_message(&runs), status, tool_runs)
-            .await;
+        let mut content = format_tool_message(&runs);
+        // Waiting for a running process (a build, a server starting) is progress, not
+        // repetition: the iteration cap bounds it.
+        let repeated = !runs.iter().all(polls_running)
+            && self.previous_results.as_deref() == Some(content.as_str());
+        self.previous_results = Some(content.clone());
+        let give_up = repeated && self.warned;
+        if repeated && !self.warned {
+            self.warned = true;
+            content.push_str("\n\n");
+            content.push_str(REPEAT_NOTE);
+        }
+        self.record(Role::Tool, content, status, tool_runs).await;
+        give_up
     }
 
     async fn run_call(&mut self, call: &ToolCall) -> ToolOutcome {
@@ -403,12 +522,29 @@ impl Turn<'_> {
             cwd: self.session.cwd.clone(),
             timeout: self.options.command_timeout,
             shell_env: self.options.shell_env.clone(),
+            scope: self.session.scope.clone(),
+            read_offset: call.target().map_or(0, |id| self.session.reads.get(id)),
         };
         let outcome = run_tool(&self.agent.registry, call, &env, self.events, self.cancel).await;
         if let Some(cwd) = &outcome.final_cwd {
             self.session.cwd.clone_from(cwd);
         }
+        self.remember_read(call, &outcome);
         outcome
+    }
+
+    /// Moves the model's read position of the process `call` started or read to where
+    /// the output it was shown ends; forgets a process that is not found.
+    fn remember_read(&mut self, call: &ToolCall, outcome: &ToolOutcome) {
+        let id = outcome.process_id.as_deref().or_else(|| call.target());
+        let Some(id) = id else {
+            return;
+        };
+        if let Some(next) = outcome.next_offset {
+            self.session.reads.set(id, next);
+        } else if outcome.not_found() {
+            self.session.reads.forget(id);
+        }
     }
 
     /// Announces commands that will never run, so no client leaves them queued.
@@ -427,6 +563,11 @@ impl Turn<'_> {
             status: outcome.status,
             exit_code: outcome.exit_code,
             duration_ms: outcome.duration_ms,
+            process_id: outcome
+                .process_id
+                .clone()
+                .or_else(|| call.target().map(str::to_owned)),
+            process_state: outcome.process_state.clone(),
         })
         .await;
     }
@@ -461,7 +602,26 @@ fn tool_run((call, outcome): &(ToolCall, ToolOutcome)) -> ToolRun {
         command: call.command.clone(),
         status: tool_status_name(outcome.status).to_owned(),
         exit_code: outcome.exit_code,
+        question: call.kind == super::detector::TagKind::Ask,
+        process_id: outcome
+            .process_id
+            .clone()
+            .or_else(|| call.target().map(str::to_owned)),
     }
+}
+
+/// A `<process-output>` of a process that is still running: polling it again with the
+/// same (empty) result is waiting, not repeating.
+fn polls_running((call, outcome): &(ToolCall, ToolOutcome)) -> bool {
+    call.kind == super::detector::TagKind::ProcessOutput
+        && outcome.status == ToolStatus::Completed
+        && outcome.process_state.as_deref() == Some("running")
+}
+
+/// Whether the reply is over after the text just taken: it failed, or a stop sequence
+/// ended it.
+fn item_ended(reply: &Reply, stops: &StopScanner) -> bool {
+    !matches!(reply.end, ReplyEnd::Complete) || stops.stopped()
 }
 
 fn tool_status_name(status: ToolStatus) -> &'static str {

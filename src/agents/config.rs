@@ -22,6 +22,8 @@ pub const MAX_MAX_ITERATIONS: u32 = 100;
 /// max_iterations = 20
 /// # Deadline of each `<shell>` command, in seconds (at least 1); default 300.
 /// command_timeout_secs = 120
+/// # The longest model reply, in tokens (`max_tokens`); default 4096, 0 = send no limit.
+/// max_tokens = 8192
 ///
 /// # The environment of the agent's shells (default: the server's policy).
 /// [shell_environment_policy]
@@ -42,6 +44,9 @@ pub struct AgentConfig {
     pub max_iterations: Option<u32>,
     /// `command_timeout_secs`: the deadline of each command the agent runs, at least 1.
     pub command_timeout_secs: Option<u64>,
+    /// `max_tokens`: the longest reply asked of the model; 0 sends no limit (the
+    /// provider's default).
+    pub max_tokens: Option<u32>,
     /// `[shell_environment_policy]`: how the environment of the agent's shells is built
     /// from cmdr's (in place of the server's policy; in-process runs only — with `--nats`
     /// the workers' policy applies).
@@ -71,6 +76,15 @@ impl AgentConfig {
             .map(|m| m.trim().to_owned())
             .filter(|m| !m.is_empty());
         Ok(config)
+    }
+
+    /// The `max_tokens` a run sends: the configured one (none for 0), else `default`.
+    pub fn max_tokens_or(&self, default: Option<u32>) -> Option<u32> {
+        match self.max_tokens {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => default,
+        }
     }
 
     /// `command_timeout_secs` as a [`Duration`].

@@ -271,7 +271,10 @@ async fn run_command(
     match outcome {
         _ if interrupted => EXIT_INTERRUPTED,
         RunOutcome::Completed | RunOutcome::MaxIterations => EXIT_OK,
-        RunOutcome::Stopped | RunOutcome::Failed { .. } => EXIT_FAILED,
+        RunOutcome::Stopped
+        | RunOutcome::MaxTokens
+        | RunOutcome::Repeating
+        | RunOutcome::Failed { .. } => EXIT_FAILED,
     }
 }
 

@@ -5,6 +5,12 @@
 //! Keys: `/new` starts a new conversation, `/exit` or Ctrl-D quits, `/help` lists them.
 //! Ctrl-C stops the running turn (its command's whole process tree); at the prompt it
 //! says how to quit, and a second Ctrl-C in a row quits (exit status 130).
+//!
+//! Conversations are saved like the agents' ([`super::chat_store`]) unless
+//! `--ephemeral`; `--conversation ID` resumes one. An `<ask>` question of the agent takes
+//! the next input line as its answer ([`super::chat_input`]). At the end of input the exit
+//! status is 1 when the last turn did not end normally (the model failed, a reply was cut
+//! off, the agent repeated itself), else 0.
 
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
@@ -15,11 +21,16 @@ use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
+use super::chat_input::{ChatInput, Question};
+use super::chat_store::ChatStore;
 use super::chat_view::{ChatView, TICK};
 use super::confine::{self, ConfineArgs};
 use super::setup::{llm_client, view};
-use super::{EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
-use crate::agent::{system_prompt, AgentLoop, RunOptions, Session, DEFAULT_MAX_ITERATIONS};
+use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
+use crate::agent::{
+    system_prompt, AgentLoop, NoRecorder, Recorder, RunOptions, RunOutcome, Session,
+    DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS,
+};
 
 /// Events of a run buffered between the loop and the screen.
 const EVENT_BUFFER: usize = 64;
@@ -50,6 +61,19 @@ pub struct ChatArgs {
     /// Deadline of each command, in seconds (default: 5 minutes).
     #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..))]
     pub command_timeout_secs: Option<u64>,
+    /// The longest model reply, in tokens (`max_tokens`; 0 sends no limit).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TOKENS)]
+    pub max_tokens: u32,
+    /// Continue this saved conversation (`cmdr conversations list` shows their ids).
+    #[arg(long, value_name = "ID", conflicts_with = "ephemeral")]
+    pub conversation: Option<String>,
+    /// Save nothing (by default conversations are saved like the agents').
+    #[arg(long)]
+    pub ephemeral: bool,
+    /// The conversation database (default: `$CMDR_DATA_DIR/cmdr.sqlite3`, else under
+    /// `$XDG_DATA_HOME/cmdr` or `~/.local/share/cmdr`).
+    #[arg(long, env = "CMDR_DB", value_name = "FILE")]
+    pub db: Option<PathBuf>,
     /// Where commands may reach.
     #[command(flatten)]
     pub confine: ConfineArgs,
@@ -57,8 +81,9 @@ pub struct ChatArgs {
 
 /// Runs `cmdr chat`; returns the exit status.
 pub async fn run(args: ChatArgs) -> u8 {
+    let (broker, questions) = ChatInput::new();
     let registry = match args.confine.builder() {
-        Ok(builder) => builder.build(),
+        Ok(builder) => builder.input_broker(std::sync::Arc::new(broker)).build(),
         Err(message) => {
             eprint_line(&format!("cmdr chat: {message}"));
             return EXIT_USAGE;
@@ -80,6 +105,23 @@ pub async fn run(args: ChatArgs) -> u8 {
         }
     };
     confine::report("cmdr chat", registry.confinement());
+    let mut store = match open_store(&args).await {
+        Ok(store) => store,
+        Err(message) => {
+            eprint_line(&format!("cmdr chat: {message}"));
+            return EXIT_USAGE;
+        }
+    };
+    let session = match (&mut store, &args.conversation) {
+        (Some(store), Some(id)) => match store.resume(id, &folder).await {
+            Ok(session) => session,
+            Err(message) => {
+                eprint_line(&format!("cmdr chat: --conversation {id}: {message}"));
+                return EXIT_USAGE;
+            }
+        },
+        _ => Session::new(&folder),
+    };
     let signals = Signals::install();
     let agent = AgentLoop::new(
         llm_client(Some("cmdr chat"), args.model.as_deref()),
@@ -90,10 +132,14 @@ pub async fn run(args: ChatArgs) -> u8 {
         model: args.model,
         max_iterations: args.max_iterations,
         command_timeout: args.command_timeout_secs.map(Duration::from_secs),
+        max_tokens: (args.max_tokens > 0).then_some(args.max_tokens),
         ..RunOptions::default()
     };
     let mut chat = Chat {
-        session: Session::new(&folder),
+        session,
+        store,
+        questions,
+        last: None,
         view: view(args.max_iterations),
         input: stdin_lines(),
         interactive: std::io::stdin().is_terminal(),
@@ -102,7 +148,26 @@ pub async fn run(args: ChatArgs) -> u8 {
         folder,
         signals,
     };
-    chat.run().await
+    let status = chat.run().await;
+    // The chat's processes do not outlive it.
+    chat.agent.registry().shutdown(Duration::ZERO).await;
+    status
+}
+
+/// The chat's database: none with `--ephemeral`; one that cannot be opened is a warning
+/// (the chat goes on unsaved) unless a conversation is to be resumed from it.
+async fn open_store(args: &ChatArgs) -> Result<Option<ChatStore>, String> {
+    if args.ephemeral {
+        return Ok(None);
+    }
+    match ChatStore::open(args.db.as_deref()) {
+        Ok(store) => Ok(Some(store)),
+        Err(message) if args.conversation.is_none() => {
+            eprint_line(&format!("cmdr chat: {message}; this chat is not saved"));
+            Ok(None)
+        }
+        Err(message) => Err(message),
+    }
 }
 
 /// The working folder, absolute and resolved; it must be an existing directory.
@@ -248,6 +313,12 @@ enum Flow {
 struct Chat {
     agent: AgentLoop,
     session: Session,
+    /// Where the conversation is saved (`None`: ephemeral).
+    store: Option<ChatStore>,
+    /// `<ask>` questions of the running turn.
+    questions: mpsc::Receiver<Question>,
+    /// How the last turn ended.
+    last: Option<RunOutcome>,
     options: RunOptions,
     folder: PathBuf,
     view: ChatView,
@@ -281,13 +352,23 @@ impl Chat {
             };
             let Some(line) = line else {
                 self.view.finish();
-                return EXIT_OK;
+                return self.exit_status();
             };
             interrupts = 0;
             self.view.line_entered();
             if let Flow::Exit(code) = self.handle(&line).await {
                 return code;
             }
+        }
+    }
+
+    /// The exit status at the end of input: 1 when the last turn did not end normally.
+    fn exit_status(&self) -> u8 {
+        match self.last {
+            Some(RunOutcome::Failed { .. } | RunOutcome::MaxTokens | RunOutcome::Repeating) => {
+                EXIT_FAILED
+            }
+            _ => EXIT_OK,
         }
     }
 
@@ -309,7 +390,13 @@ impl Chat {
             Input::Nothing => {}
             Input::Message(message) => return self.turn(message.to_owned()).await,
             Input::New => {
-                self.session = Session::new(&self.folder);
+                // Leaving a conversation stops its processes: nothing here can reach
+                // them any more.
+                let left = std::mem::replace(&mut self.session, Session::new(&self.folder));
+                self.agent.registry().end_scope(&left.scope).await;
+                if let Some(store) = &mut self.store {
+                    store.forget();
+                }
                 let text = format!("new conversation (in {})", self.folder.display());
                 self.view.say(&text);
             }
@@ -330,16 +417,55 @@ impl Chat {
     /// Runs one user turn, showing its events as they come. Ctrl-C stops it; SIGTERM
     /// stops it and then ends the chat.
     async fn turn(&mut self, message: String) -> Flow {
+        self.view.user_message(&message);
+        let conversation = match &mut self.store {
+            Some(store) => store.conversation(&self.session.cwd).await,
+            None => None,
+        };
+        if let Some(id) = &conversation {
+            // A saved conversation's processes live in its scope (REST and the web UI
+            // reach them with ?conversation=<id>); an unsaved chat keeps its own.
+            self.session.scope = crate::scopes::conversation(id);
+        }
+        let recorder: Box<dyn Recorder> = match (&self.store, &conversation) {
+            (Some(store), Some(id)) => {
+                store.mark_run(id, true).await;
+                Box::new(store.recorder(id.clone()))
+            }
+            _ => Box::new(NoRecorder),
+        };
+        let (flow, outcome) = self.drive(message, recorder.as_ref()).await;
+        if let (Some(store), Some(id)) = (&self.store, &conversation) {
+            store.save_cwd(id, &self.session.cwd).await;
+            store.mark_run(id, false).await;
+        }
+        self.last = outcome;
+        flow
+    }
+
+    /// Runs the turn to its end: events shown, `<ask>` questions answered by the next
+    /// input line, signals obeyed.
+    async fn drive(
+        &mut self,
+        message: String,
+        recorder: &dyn Recorder,
+    ) -> (Flow, Option<RunOutcome>) {
         let (tx, mut rx) = mpsc::channel(EVENT_BUFFER);
         let cancel = CancellationToken::new();
         let mut ticker = tokio::time::interval(TICK);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let mut flow = Flow::Continue;
-        let run = self
-            .agent
-            .run_turn(&mut self.session, message, &self.options, &tx, &cancel);
+        let mut waiting: Option<tokio::sync::oneshot::Sender<String>> = None;
+        let run = self.agent.run_turn_recorded(
+            &mut self.session,
+            message,
+            &self.options,
+            &tx,
+            &cancel,
+            recorder,
+        );
         tokio::pin!(run);
-        loop {
+        let outcome = loop {
             tokio::select! {
                 biased;
                 sig = self.signals.next() => {
@@ -349,16 +475,26 @@ impl Chat {
                     }
                 }
                 Some(event) = rx.recv() => self.view.event(event),
-                _ = &mut run => break,
+                Some((request, reply)) = self.questions.recv() => {
+                    self.view.question(&request.prompt);
+                    waiting = Some(reply);
+                }
+                line = self.input.recv(), if waiting.is_some() => {
+                    if let (Some(reply), Some(line)) = (waiting.take(), line) {
+                        self.view.answer(&line);
+                        let _ = reply.send(line);
+                    }
+                }
+                outcome = &mut run => break outcome,
                 _ = ticker.tick(), if self.view.animating() => self.view.tick(),
             }
-        }
+        };
         // Every event was sent before the run returned.
         while let Ok(event) = rx.try_recv() {
             self.view.event(event);
         }
         self.view.turn_end();
-        flow
+        (flow, Some(outcome))
     }
 }
 

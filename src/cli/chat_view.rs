@@ -101,6 +101,7 @@ impl ChatView {
             AgentEvent::ToolCall {
                 command,
                 command_id,
+                ..
             } => self.announced.push(CommandView::new(command_id, command)),
             other => {
                 self.end_reply();
@@ -149,6 +150,34 @@ impl ChatView {
     /// The user entered a line at the prompt: the terminal moved to the next line.
     pub fn line_entered(&mut self) {
         self.at_line_start = true;
+    }
+
+    /// The user's message, echoed in plain mode (a terminal shows what was typed), so a
+    /// transcript shows where each turn begins: `» ` before each of its lines.
+    pub fn user_message(&mut self, text: &str) {
+        if self.mode == Mode::Plain {
+            let lines: Vec<String> = text.lines().map(|l| format!("» {l}")).collect();
+            self.say(&lines.join("\n"));
+        }
+    }
+
+    /// An `<ask>` question of the agent: the next line typed answers it.
+    pub fn question(&mut self, prompt: &str) {
+        self.settle();
+        let text = format!("? {prompt}");
+        let text = self.paint(CYAN, &text);
+        self.say(&text);
+        if let Mode::Terminal { .. } = self.mode {
+            self.prompt();
+        }
+    }
+
+    /// The answer to a question: echoed in plain mode.
+    pub fn answer(&mut self, text: &str) {
+        match self.mode {
+            Mode::Plain => self.say(&format!("» {text}")),
+            Mode::Terminal { .. } => self.line_entered(),
+        }
     }
 
     /// A line of information for people on stdout.
@@ -216,6 +245,7 @@ impl ChatView {
                 status,
                 exit_code,
                 duration_ms,
+                ..
             } => {
                 let index = self.index_of(command_id, command);
                 let ended = self.commands[index].end(status, exit_code, duration_ms, &result);
@@ -309,6 +339,16 @@ impl ChatView {
                     self.max_iterations
                 );
                 let note = self.paint(DIM, &note);
+                self.put(&format!("{note}\n"));
+            }
+            DoneReason::MaxTokens => {
+                let note = "note: the reply was cut off by the length limit (--max-tokens); its commands were not run";
+                let note = self.paint(YELLOW, note);
+                self.put(&format!("{note}\n"));
+            }
+            DoneReason::Repeating => {
+                let note = "note: the agent kept repeating the same commands with the same results; stopped";
+                let note = self.paint(YELLOW, note);
                 self.put(&format!("{note}\n"));
             }
         }

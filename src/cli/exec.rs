@@ -1,11 +1,14 @@
 //! `cmdr exec [FILE|-|JSON]`: run commands locally, print every `OutputResult` as a JSON
-//! line (see [`super::runner`] for input, ordering and exit status).
+//! line (see [`super::runner`] for input, ordering and exit status). The run is the
+//! default scope of its registry: the background processes and sessions it starts are
+//! stopped when it ends.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use cmdr_executors::{Registry, ResultStream};
 
+use super::concurrency::ConcurrencyArgs;
 use super::confine::{self, ConfineArgs};
 use super::output_limit::OutputLimitArgs;
 use super::runner::{self, CommandStream, RunOptions, Submitter};
@@ -32,6 +35,9 @@ pub struct ExecArgs {
     /// How much output a combined result keeps.
     #[command(flatten)]
     pub output: OutputLimitArgs,
+    /// How many commands of one type run at once.
+    #[command(flatten)]
+    pub concurrency: ConcurrencyArgs,
 }
 
 /// Runs `cmdr exec`; returns the exit status.
@@ -46,6 +52,7 @@ pub async fn run(args: ExecArgs) -> u8 {
     let registry = builder
         .input_broker(Arc::new(TtyInput::default()))
         .default_timeout(args.timeout_ms.map(Duration::from_millis))
+        .max_concurrent(args.concurrency.max_concurrent)
         .build();
     let options = RunOptions {
         combine: args.combine,
@@ -53,7 +60,10 @@ pub async fn run(args: ExecArgs) -> u8 {
         max_output: args.output.limit(),
     };
     confine::report("cmdr exec", registry.confinement());
-    runner::run(args.input.as_deref(), registry, options, "exec").await
+    let status = runner::run(args.input.as_deref(), registry.clone(), options, "exec").await;
+    // The run is the scope of its processes: they end with it (SIGTERM, SIGKILL after 2 s).
+    registry.shutdown(Duration::ZERO).await;
+    status
 }
 
 impl Submitter for Registry {

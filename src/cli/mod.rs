@@ -3,11 +3,15 @@
 
 mod agents;
 mod chat;
+mod chat_input;
+mod chat_store;
 mod chat_view;
+mod concurrency;
 mod confine;
 mod exec;
 mod nats_args;
 mod output_limit;
+mod process_refs;
 mod runner;
 mod serve;
 mod server_limits;

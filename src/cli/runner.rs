@@ -2,7 +2,10 @@
 //! pretty-printed objects) from a file, stdin or one argument, start each through a
 //! [`Submitter`] (the local registry, or NATS), print every result as a JSON line.
 //!
-//! Commands start as they are read; `--jobs N` runs up to N at once (1: in order);
+//! Commands start as they are read; `--jobs N` runs up to N at once (1, the default: each
+//! starts after the previous one's terminal result); a `process_id` naming the
+//! `command_id` of an earlier `BASH_EXEC` stands for the process it started, and its line
+//! waits for that command ([`super::process_refs`]);
 //! messages of one command are printed in order; `--combine` prints one result per
 //! command. A malformed line yields a `FAILED` result and the rest still run.
 //!
@@ -27,16 +30,23 @@ use cmdr_executors::{
 };
 use futures_core::Stream;
 use futures_util::StreamExt;
-use tokio::io::{AsyncBufRead, AsyncWriteExt, BufReader};
+use std::io::Write;
+
+use tokio::io::{AsyncBufRead, BufReader};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use super::process_refs::{ProcessRefs, Tracker};
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 use crate::json_lines::{JsonLines, Piece};
 
 /// Lines buffered for stdout before commands wait for the terminal/pipe.
 const OUTPUT_QUEUE: usize = 256;
+
+/// Bytes of stdout buffered before a write: small lines are gathered into one `write`;
+/// a line this long or longer (an output chunk) is written straight from its own buffer.
+const STDOUT_BUFFER: usize = 32 * 1024;
 
 /// How long an interrupted run waits for a cancelled command's own terminal result (a
 /// shell gets SIGTERM, then SIGKILL 2 s later).
@@ -149,7 +159,7 @@ async fn open_input(arg: Option<&str>) -> Result<Input, String> {
 async fn run_all<S: Submitter>(
     input: Input,
     submitter: &S,
-    lines: &mpsc::Sender<String>,
+    lines: &mpsc::Sender<Vec<u8>>,
     all_ok: &Arc<AtomicBool>,
     options: RunOptions,
     interrupt: &CancellationToken,
@@ -160,6 +170,7 @@ async fn run_all<S: Submitter>(
         Input::Stream(stream) => JsonLines::new(stream),
     };
     let jobs = Arc::new(Semaphore::new(options.jobs.max(1) as usize));
+    let refs = ProcessRefs::default();
     let mut running = JoinSet::new();
     loop {
         let next = tokio::select! {
@@ -168,12 +179,19 @@ async fn run_all<S: Submitter>(
             next = reader.next_piece() => next,
         };
         let text = match next {
-            Ok(Some(Piece::Json(text))) => text,
+            Ok(Some(Piece::Json(text))) => {
+                // A process named by the command that started it: wait for that one.
+                tokio::select! {
+                    biased;
+                    () = interrupt.cancelled() => break,
+                    resolved = refs.resolve(&text) => resolved.unwrap_or(text),
+                }
+            }
             Ok(Some(Piece::NotUtf8 { line, lossy, error })) => {
                 let detail = format!("line {line}: {error}");
                 let failure = DecodeFailure::not_utf8(&lossy, detail);
                 all_ok.store(false, Ordering::Release);
-                if !print(lines, &failure.to_result()).await {
+                if !print(lines, &mut failure.to_result()).await {
                     break;
                 }
                 continue;
@@ -203,10 +221,11 @@ async fn run_all<S: Submitter>(
             () = interrupt.cancelled() => break,
             stream = submitter.submit(text) => stream,
         };
+        let tracker = refs.track(&stream.command_id(), &stream.command_type());
         let (lines, all_ok) = (lines.clone(), all_ok.clone());
         let interrupt = interrupt.clone();
         running.spawn(async move {
-            let ok = forward(stream, &lines, options, &interrupt).await;
+            let ok = forward(stream, &lines, options, &interrupt, tracker).await;
             if !ok {
                 all_ok.store(false, Ordering::Release);
             }
@@ -219,9 +238,10 @@ async fn run_all<S: Submitter>(
 /// Prints a command's results; true when it succeeded.
 async fn forward(
     stream: impl CommandStream,
-    lines: &mpsc::Sender<String>,
+    lines: &mpsc::Sender<Vec<u8>>,
     options: RunOptions,
     interrupt: &CancellationToken,
+    tracker: Option<Tracker>,
 ) -> bool {
     let result = if options.combine {
         combined(stream, interrupt, options.max_output).await
@@ -231,8 +251,14 @@ async fn forward(
             None => return false,
         }
     };
+    let mut result = result;
     let ok = result.status == ExecutionStatus::Succeeded;
-    print(lines, &result).await && ok
+    let printed = print(lines, &mut result).await;
+    if let Some(tracker) = tracker {
+        // After printing: the line that waited on it prints after it.
+        tracker.finish(&result);
+    }
+    printed && ok
 }
 
 /// The combined result. On interruption the command is cancelled and combined to its end,
@@ -261,7 +287,7 @@ async fn combined(
 /// Prints every message but the terminal one, which it returns (`None`: stdout failed).
 async fn each(
     stream: impl CommandStream,
-    lines: &mpsc::Sender<String>,
+    lines: &mpsc::Sender<Vec<u8>>,
     interrupt: &CancellationToken,
 ) -> Option<OutputResult> {
     let mut stream = Interruptible::new(stream, interrupt);
@@ -272,7 +298,7 @@ async fn each(
             }
             return Some(message);
         }
-        if !print(lines, &message).await {
+        if !print(lines, &mut message).await {
             return None;
         }
     }
@@ -349,6 +375,11 @@ fn lost(stream: &impl CommandStream, interrupted: bool) -> OutputResult {
         final_cwd: None,
         duration_ms: None,
         truncated_bytes: None,
+        process_id: None,
+        process_state: None,
+        next_offset: None,
+        truncated_before: None,
+        queue: None,
     }
 }
 
@@ -359,9 +390,13 @@ fn mark_interrupted(result: &mut OutputResult) {
     }
 }
 
-async fn print(lines: &mpsc::Sender<String>, result: &OutputResult) -> bool {
-    match serde_json::to_string(result) {
-        Ok(line) => lines.send(line).await.is_ok(),
+async fn print(lines: &mpsc::Sender<Vec<u8>>, result: &mut OutputResult) -> bool {
+    let mut line = Vec::new();
+    match crate::result_line::encode(result, &mut line) {
+        Ok(()) => {
+            line.push(b'\n');
+            lines.send(line).await.is_ok()
+        }
         Err(e) => {
             tracing::error!("encoding a result: {e}");
             false
@@ -369,28 +404,36 @@ async fn print(lines: &mpsc::Sender<String>, result: &OutputResult) -> bool {
     }
 }
 
-/// One task owns stdout: lines are written in the order received and flushed whenever the
-/// queue runs dry. Resolves to false if stdout failed (e.g. a closed pipe).
-fn spawn_printer() -> (mpsc::Sender<String>, tokio::task::JoinHandle<bool>) {
-    let (tx, mut rx) = mpsc::channel::<String>(OUTPUT_QUEUE);
-    let task = tokio::spawn(async move {
-        let mut out = tokio::io::BufWriter::new(tokio::io::stdout());
-        while let Some(line) = rx.recv().await {
-            let written = async {
-                out.write_all(line.as_bytes()).await?;
-                out.write_all(b"\n").await?;
-                if rx.is_empty() {
-                    out.flush().await?;
-                }
-                std::io::Result::Ok(())
-            };
-            if let Err(e) = written.await {
+/// One thread owns stdout: lines are written in the order received and flushed whenever
+/// the queue runs dry. Resolves to false if stdout failed (e.g. a closed pipe).
+///
+/// A plain blocking thread with a large buffer, not `tokio::io::stdout()`: tokio's stdout
+/// hands every write to a blocking-pool thread and waits for it (two thread wake-ups per
+/// line), which cost more than the writing itself on large output (BENCHMARKS.md, issue
+/// 19). Lines are written with one `write` each when they are larger than the buffer.
+fn spawn_printer() -> (mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<bool>) {
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUTPUT_QUEUE);
+    let task = tokio::task::spawn_blocking(move || {
+        // Not locked for the whole run: a stray `println!` elsewhere must not deadlock.
+        let mut out = std::io::BufWriter::with_capacity(STDOUT_BUFFER, std::io::stdout());
+        while let Some(line) = rx.blocking_recv() {
+            let written =
+                out.write_all(&line).and_then(
+                    |()| {
+                        if rx.is_empty() {
+                            out.flush()
+                        } else {
+                            Ok(())
+                        }
+                    },
+                );
+            if let Err(e) = written {
                 // Usually a closed pipe (`cmdr exec … | head`): not worth a warning.
                 tracing::debug!("writing results to stdout: {e}");
                 return false;
             }
         }
-        out.flush().await.is_ok()
+        out.flush().is_ok()
     });
     (tx, task)
 }

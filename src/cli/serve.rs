@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::agents::ServiceOptions;
+use super::concurrency::ConcurrencyArgs;
 use super::confine::{self, ConfineArgs};
 use super::nats_args::NatsAuthArgs;
 use super::output_limit::OutputLimitArgs;
@@ -67,6 +68,9 @@ pub struct ServeArgs {
     /// What clients can hold: connections, half-sent requests, MCP sessions.
     #[command(flatten)]
     pub limits: ServerLimitsArgs,
+    /// How many commands of one type run at once.
+    #[command(flatten)]
+    pub concurrency: ConcurrencyArgs,
 }
 
 /// Shortest token accepted when listening beyond loopback.
@@ -94,6 +98,9 @@ pub struct McpArgs {
     /// How much output a combined result keeps (`?combine=true`, MCP executor tools).
     #[command(flatten)]
     pub output: OutputLimitArgs,
+    /// How many commands of one type run at once.
+    #[command(flatten)]
+    pub concurrency: ConcurrencyArgs,
 }
 
 fn say(text: &str) {
@@ -111,7 +118,7 @@ fn state_config(
     auth_token: Option<String>,
     working_folder: Option<PathBuf>,
     confine: &ConfineArgs,
-    output: OutputLimitArgs,
+    (output, concurrency): (OutputLimitArgs, ConcurrencyArgs),
 ) -> Result<StateConfig, SetupError> {
     let paths = confine.paths()?;
     if nats.is_some() && paths.is_restricted() {
@@ -140,6 +147,7 @@ fn state_config(
         landlock: confine.landlock,
         combined_limit: output.limit(),
         shell_env: confine.env.policy()?,
+        max_concurrent: concurrency.max_concurrent,
     })
 }
 
@@ -179,7 +187,7 @@ pub async fn run(args: ServeArgs) -> u8 {
         args.auth_token,
         args.working_folder,
         &args.confine,
-        args.output,
+        (args.output, args.concurrency),
     ) {
         Ok(config) => config,
         Err(e) => {
@@ -288,7 +296,7 @@ pub async fn run_mcp(args: McpArgs) -> u8 {
         None,
         args.working_folder,
         &args.confine,
-        args.output,
+        (args.output, args.concurrency),
     ) {
         Ok(config) => config,
         Err(e) => {

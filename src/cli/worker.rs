@@ -20,6 +20,10 @@ pub struct WorkerArgs {
     /// Credentials and TLS for NATS.
     #[command(flatten)]
     pub nats_auth: NatsAuthArgs,
+    /// This worker's id, unique in the pool (letters, digits, `-`, `_`): its process ids
+    /// are `<id>-p1` …; random when absent.
+    #[arg(long, env = "CMDR_WORKER_ID", value_parser = parse_worker_id)]
+    pub worker_id: Option<String>,
     /// Queue group shared by the worker pool.
     #[arg(long, default_value = subjects::DEFAULT_QUEUE)]
     pub queue: String,
@@ -45,6 +49,10 @@ pub struct WorkerArgs {
     /// Durable mode: deliveries of one command before it is failed.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: u32,
+    /// Seconds between sweeps for the orphans of killed workers on this host (processes
+    /// a SIGKILLed worker left running), which are killed; 0: only at start-up.
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    pub orphan_sweep_secs: u64,
     /// Where commands may reach.
     #[command(flatten)]
     pub confine: ConfineArgs,
@@ -67,11 +75,18 @@ pub async fn run(args: WorkerArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let worker_id = args.worker_id.unwrap_or_else(worker::random_worker_id);
     let registry = builder
         .input_broker(Arc::new(NatsInput::new(client.clone())))
+        .process_id_prefix(subjects::process_id_prefix(&worker_id))
+        .worker_shells()
         .build();
+    let sweep_every =
+        (args.orphan_sweep_secs > 0).then(|| Duration::from_secs(args.orphan_sweep_secs));
+    let sweeper = tokio::spawn(crate::orphans::sweep_dead_workers(sweep_every));
     confine::report("cmdr worker", registry.confinement());
     let options = WorkerOptions {
+        worker_id,
         queue: args.queue,
         jobs: args.jobs as usize,
         max_queued: args.max_queued,
@@ -84,18 +99,31 @@ pub async fn run(args: WorkerArgs) -> u8 {
         }),
     };
     eprintln!(
-        "cmdr worker: serving {} (queue {}, {} jobs, {} mode) on {}",
+        "cmdr worker: serving {} (worker {}, queue {}, {} jobs, {} mode) on {}",
         subjects::COMMANDS_ALL,
+        options.worker_id,
         options.queue,
         options.jobs,
         if args.durable { "durable" } else { "core" },
         nats.shown_servers()
     );
-    match worker::run(client, registry, options, shutdown_signal()).await {
+    let outcome = worker::run(client, registry, options, shutdown_signal()).await;
+    sweeper.abort();
+    match outcome {
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprintln!("cmdr worker: {e}");
             EXIT_USAGE
         }
     }
+}
+
+/// A worker id: a subject token that a process id can be split back into (letters, digits,
+/// `-` and `_`; at most 64).
+fn parse_worker_id(id: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if id.is_empty() || id.len() > 64 || !id.chars().all(allowed) {
+        return Err("use 1 to 64 letters, digits, '-' or '_'".to_owned());
+    }
+    Ok(id.to_owned())
 }

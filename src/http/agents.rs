@@ -125,11 +125,10 @@ pub struct RunError {
 
 impl RunResponse {
     fn new(info: RunInfo, outcome: RunOutcome) -> Self {
-        let (status, error) = match outcome {
-            RunOutcome::Completed => ("completed", None),
-            RunOutcome::Stopped => ("stopped", None),
-            RunOutcome::MaxIterations => ("max-iterations", None),
-            RunOutcome::Failed { code, message } => ("failed", Some(RunError { code, message })),
+        let status = outcome.status_name();
+        let error = match outcome {
+            RunOutcome::Failed { code, message } => Some(RunError { code, message }),
+            _ => None,
         };
         Self {
             info,

@@ -4,7 +4,9 @@
 //!   last; `?combine=true` → the one combined `OutputResult` as JSON. A body that does
 //!   not decode is 400 `INVALID_REQUEST` naming the problem; an id already in flight is
 //!   409 `DUPLICATE_COMMAND_ID`. Closing the request drops the result stream, which
-//!   stops the command (its process tree is killed).
+//!   stops the command (its process tree is killed). It runs in the REST client's process
+//!   scope `http` (the processes and sessions of `/processes`), or with
+//!   `?conversation=<id>` in that conversation's.
 //! - `POST /commands/{command_id}/cancel` → `{"commandId","cancelled":true}`, or 404
 //!   `COMMAND_NOT_RUNNING`.
 //!   The stream's response carries the `Cmdr-Input-Key` header: the key that answers this
@@ -35,6 +37,9 @@ pub struct RunQuery {
     /// Answer with one combined result instead of a stream.
     #[serde(default)]
     pub combine: bool,
+    /// Run in this conversation's process scope instead of the REST client's (`http`).
+    #[serde(default)]
+    pub conversation: Option<String>,
 }
 
 /// `POST /commands/{command_id}/cancel`.
@@ -109,7 +114,8 @@ pub async fn run(
     let mut command = decode_command_slice(&body)
         .map_err(|failure| ApiError::invalid_request(failure.error.to_string()))?;
     let id = command.ensure_command_id().to_owned();
-    let results = state.app().registry.execute(command).await?;
+    let scope = super::scope::resolve_to_start(&state, query.conversation.as_deref()).await?;
+    let results = state.app().registry.execute_in(scope, command).await?;
     // Bound once the id is this command's (a duplicate id was refused above), so nobody
     // can re-bind a running command's question.
     let binding = state.app().input_keys.bind(&id);

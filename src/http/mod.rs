@@ -9,7 +9,7 @@
 //! - [`listener`]: the accept loop with its connection cap and header-read timeout.
 //! - `runs`: spawning agent runs so that a closed request stops them like Stop does.
 //! - `sse`: agent events and command results as server-sent events.
-//! - `agents`, `commands`, `conversations`: the routes, by resource.
+//! - `agents`, `commands`, `conversations`, `processes`: the routes, by resource.
 //!
 //! Layers, outermost first: the body limit ([`DEFAULT_BODY_LIMIT`]), the browser guard,
 //! then the bearer-token check ([`require_token`]) on every route but `GET /health`.
@@ -21,7 +21,9 @@ mod error;
 mod extract;
 pub(crate) mod guard;
 pub mod listener;
+mod processes;
 mod runs;
+mod scope;
 mod sse;
 
 use std::sync::Arc;
@@ -153,6 +155,10 @@ pub fn router_with(app: AppState, config: HttpConfig) -> Router {
         .route("/commands/inputs", get(commands::inputs))
         .route("/commands/{command_id}/cancel", post(commands::cancel))
         .route("/commands/{command_id}/input", post(commands::answer))
+        .route("/processes", get(processes::list).post(processes::start))
+        .route("/processes/{id}/output", get(processes::output))
+        .route("/processes/{id}/input", post(processes::input))
+        .route("/processes/{id}/kill", post(processes::kill))
         .fallback(error::route_not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(middleware::from_fn_with_state(app, require_token));

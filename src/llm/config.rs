@@ -13,6 +13,9 @@ const ENV_API_KEY: &str = "CMDR_LLM_API_KEY";
 const ENV_MODEL: &str = "CMDR_LLM_MODEL";
 /// Variable holding the idle timeout in whole seconds (optional, default 120).
 const ENV_IDLE_TIMEOUT_SECS: &str = "CMDR_LLM_IDLE_TIMEOUT_SECS";
+/// Variable holding how long a provider answering 503 is asked again, in whole seconds
+/// (optional, default 60).
+const ENV_LOADING_WAIT_SECS: &str = "CMDR_LLM_LOADING_WAIT_SECS";
 
 /// How to reach an OpenAI-compatible chat-completions provider.
 ///
@@ -32,6 +35,9 @@ pub struct LlmConfig {
     pub idle_timeout: Duration,
     /// How long establishing the connection (TCP and TLS) may take.
     pub connect_timeout: Duration,
+    /// How long a provider that answers 503 (e.g. a local server still loading its model)
+    /// is asked again, with a growing pause, before the 503 is the answer.
+    pub loading_wait: Duration,
 }
 
 impl LlmConfig {
@@ -39,6 +45,8 @@ impl LlmConfig {
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
     /// The connect timeout.
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+    /// The loading wait when `CMDR_LLM_LOADING_WAIT_SECS` is unset.
+    pub const DEFAULT_LOADING_WAIT: Duration = Duration::from_secs(60);
 
     /// A configuration without API key and with the default timeouts.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
@@ -48,6 +56,7 @@ impl LlmConfig {
             model: model.into(),
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            loading_wait: Self::DEFAULT_LOADING_WAIT,
         }
     }
 
@@ -83,22 +92,27 @@ impl LlmConfig {
         };
         let idle_timeout = match get(ENV_IDLE_TIMEOUT_SECS) {
             None => Self::DEFAULT_IDLE_TIMEOUT,
-            Some(text) => parse_secs(&text)?,
+            Some(text) => parse_secs(ENV_IDLE_TIMEOUT_SECS, &text, 1)?,
+        };
+        let loading_wait = match get(ENV_LOADING_WAIT_SECS) {
+            None => Self::DEFAULT_LOADING_WAIT,
+            Some(text) => parse_secs(ENV_LOADING_WAIT_SECS, &text, 0)?,
         };
         Ok(Self {
             api_key: get(ENV_API_KEY),
             idle_timeout,
+            loading_wait,
             ..Self::new(base_url, model)
         })
     }
 }
 
-/// Parses a positive whole number of seconds for `CMDR_LLM_IDLE_TIMEOUT_SECS`.
-fn parse_secs(text: &str) -> Result<Duration, LlmError> {
+/// Parses a whole number of seconds, at least `min`, for the variable `name`.
+fn parse_secs(name: &str, text: &str, min: u64) -> Result<Duration, LlmError> {
     match text.parse::<u64>() {
-        Ok(secs) if secs > 0 => Ok(Duration::from_secs(secs)),
+        Ok(secs) if secs >= min => Ok(Duration::from_secs(secs)),
         _ => Err(LlmError::NotConfigured(format!(
-            "{ENV_IDLE_TIMEOUT_SECS} must be a positive whole number of seconds, got {text:?}"
+            "{name} must be a whole number of seconds (at least {min}), got {text:?}"
         ))),
     }
 }
@@ -126,6 +140,7 @@ impl fmt::Debug for LlmConfig {
             .field("model", &self.model)
             .field("idle_timeout", &self.idle_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("loading_wait", &self.loading_wait)
             .finish()
     }
 }

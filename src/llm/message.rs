@@ -30,4 +30,9 @@ pub struct ChatRequest {
     pub model: Option<String>,
     /// The whole conversation, oldest first.
     pub messages: Vec<ChatMessage>,
+    /// The longest reply, in tokens (`max_tokens`); the provider's default when `None`.
+    pub max_tokens: Option<u32>,
+    /// Texts that end the reply where the model writes them (`stop`; not included in
+    /// the reply). Providers accept up to four.
+    pub stop: Vec<String>,
 }

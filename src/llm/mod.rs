@@ -22,9 +22,19 @@ pub use error::LlmError;
 pub use message::{ChatMessage, ChatRequest, ChatRole};
 pub use openai::OpenAiClient;
 
-/// The model's reply as it arrives: text deltas in order, ending after the last delta
-/// (`Ok` items only) or with one `Err` (after which nothing more comes).
-pub type TokenStream = Pin<Box<dyn Stream<Item = Result<String, LlmError>> + Send>>;
+/// One piece of a streamed reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delta {
+    /// A text delta, verbatim.
+    Text(String),
+    /// The provider's `finish_reason` (`stop`, `length`, `content_filter` …), sent at most
+    /// once, after the last text delta, when the provider named one.
+    Finish(String),
+}
+
+/// The model's reply as it arrives: deltas in order, ending after the last one (`Ok`
+/// items only) or with one `Err` (after which nothing more comes).
+pub type TokenStream = Pin<Box<dyn Stream<Item = Result<Delta, LlmError>> + Send>>;
 
 /// The future [`LlmClient::stream_chat`] returns.
 pub type ChatFuture<'a> = Pin<Box<dyn Future<Output = Result<TokenStream, LlmError>> + Send + 'a>>;

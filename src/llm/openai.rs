@@ -33,7 +33,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::config::safe_url;
-use super::{ChatFuture, ChatMessage, ChatRequest, LlmClient, LlmConfig, LlmError, TokenStream};
+use super::{
+    ChatFuture, ChatMessage, ChatRequest, Delta, LlmClient, LlmConfig, LlmError, TokenStream,
+};
 
 /// At most this much of an error response body is read.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -62,7 +64,16 @@ struct WireRequest<'a> {
     model: &'a str,
     messages: &'a [ChatMessage],
     stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
 }
+
+/// First pause before asking a provider that answered 503 again.
+const LOADING_FIRST_PAUSE: Duration = Duration::from_millis(250);
+/// Longest pause between two such attempts.
+const LOADING_MAX_PAUSE: Duration = Duration::from_secs(4);
 
 impl OpenAiClient {
     /// Installs rustls' `ring` crypto provider as the process default, once. Harmless
@@ -102,13 +113,17 @@ impl OpenAiClient {
         &self.config
     }
 
-    /// Sends the request and checks the status; the body is not read yet on success.
+    /// Sends the request and checks the status; the body is not read yet on success. A
+    /// provider answering 503 (a local server still loading its model) is asked again,
+    /// with a growing pause, until [`LlmConfig::loading_wait`] has passed.
     async fn start(&self, request: ChatRequest) -> Result<reqwest::Response, LlmError> {
         let model = request.model.as_deref().unwrap_or(&self.config.model);
         let body = serde_json::to_vec(&WireRequest {
             model,
             messages: &request.messages,
             stream: true,
+            max_tokens: request.max_tokens,
+            stop: &request.stop,
         })
         .map_err(|e| LlmError::Malformed(format!("cannot encode the request: {e}")))?;
         tracing::debug!(
@@ -117,6 +132,25 @@ impl OpenAiClient {
             messages = request.messages.len(),
             "LLM request start"
         );
+        let deadline = tokio::time::Instant::now() + self.config.loading_wait;
+        let mut pause = LOADING_FIRST_PAUSE;
+        loop {
+            match self.send(body.clone()).await {
+                Err(LlmError::Http {
+                    status: 503,
+                    message,
+                }) if tokio::time::Instant::now() + pause < deadline => {
+                    tracing::info!(%message, "the model provider is unavailable (503); asking again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(LOADING_MAX_PAUSE);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of [`Self::start`].
+    async fn send(&self, body: Vec<u8>) -> Result<reqwest::Response, LlmError> {
         let mut builder = self
             .http
             .post(&self.endpoint)
@@ -375,6 +409,8 @@ struct TokenReader {
     events: Option<EventStream<BodyBytes>>,
     /// A chunk with a `finish_reason` was seen: the reply is complete even without `[DONE]`.
     finished: bool,
+    /// That `finish_reason`, until it is yielded at the end.
+    finish_reason: Option<String>,
     idle: Duration,
     /// Text deltas yielded, for the end-of-stream log.
     tokens: usize,
@@ -386,13 +422,14 @@ impl TokenReader {
         Self {
             events: Some(events),
             finished: false,
+            finish_reason: None,
             idle,
             tokens: 0,
         }
     }
 
     /// The next delta, `None` at the end; after an `Err` the next call returns `None`.
-    async fn next_token(&mut self) -> Option<Result<String, LlmError>> {
+    async fn next_token(&mut self) -> Option<Result<Delta, LlmError>> {
         loop {
             let event = self.events.as_mut()?.next().await;
             let step = match event {
@@ -404,11 +441,11 @@ impl TokenReader {
                 Step::Skip => continue,
                 Step::Token(text) => {
                     self.tokens += 1;
-                    return Some(Ok(text));
+                    return Some(Ok(Delta::Text(text)));
                 }
                 Step::End => {
                     self.close("LLM stream end");
-                    return None;
+                    return self.finish_reason.take().map(|r| Ok(Delta::Finish(r)));
                 }
                 Step::Fail(error) => {
                     self.close("LLM stream failed");
@@ -473,11 +510,12 @@ impl TokenReader {
             return Step::Fail(mid_stream_error(&chunk));
         }
         let choice = chunk.get("choices").and_then(|c| c.get(0));
-        if choice
+        if let Some(reason) = choice
             .and_then(|c| c.get("finish_reason"))
-            .is_some_and(|r| !r.is_null())
+            .filter(|r| !r.is_null())
         {
             self.finished = true;
+            self.finish_reason = Some(reason.as_str().unwrap_or("unknown").to_owned());
         }
         match choice.and_then(|c| c.get("delta")?.get("content")?.as_str()) {
             Some(text) if !text.is_empty() => Step::Token(text.to_owned()),

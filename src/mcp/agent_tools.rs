@@ -159,11 +159,10 @@ impl CmdrMcp {
             run.run(tx, cancel.token().clone()),
             Progress::new(context).follow(rx)
         );
-        let (status, error) = match outcome {
-            RunOutcome::Completed => ("completed", None),
-            RunOutcome::Stopped => ("stopped", None),
-            RunOutcome::MaxIterations => ("max-iterations", None),
-            RunOutcome::Failed { code, message } => ("failed", Some(RunError { code, message })),
+        let status = outcome.status_name();
+        let error = match outcome {
+            RunOutcome::Failed { code, message } => Some(RunError { code, message }),
+            _ => None,
         };
         let failed = error.is_some();
         let result = RunResult {

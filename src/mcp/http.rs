@@ -87,7 +87,8 @@ pub fn http_router_with(state: AppState, limits: SessionLimits) -> Router {
         warned: Arc::default(),
     };
     let handler = CmdrMcp::new(state.clone());
-    let service = StreamableHttpService::new(move || Ok(handler.clone()), sessions, config);
+    // One handler per session: its processes live in the session's scope and die with it.
+    let service = StreamableHttpService::new(move || Ok(handler.for_session()), sessions, config);
     Router::new()
         .route_service("/mcp", service.clone())
         .route_service("/", service)

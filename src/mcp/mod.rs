@@ -12,6 +12,8 @@
 //!   `data.code`.
 //! - `progress`: progress notifications and the final answer of a run.
 //! - `cancel`: what stops a call (client cancellation, client gone, shutdown).
+//! - `session_scope`: the process scope of each session (`mcp:<session id>`), ended with
+//!   the session.
 //! - `http`: [`http_router`] and its [`SessionLimits`]; `json_rpc`: the gate that answers
 //!   malformed messages and `initialize` beyond the session cap; `stdio`: [`serve_stdio`].
 
@@ -23,6 +25,7 @@ mod http;
 mod json_rpc;
 pub mod params;
 mod progress;
+mod session_scope;
 mod stdio;
 mod tools;
 

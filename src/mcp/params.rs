@@ -68,7 +68,108 @@ pub struct BashExecParams {
     pub timeout_ms: Option<u64>,
     /// Extra environment variables.
     pub env: Option<BTreeMap<String, String>>,
+    /// Run in the persistent shell of this name (created on first use; `cd`, variables
+    /// and functions carry over). Not with `env`.
+    pub session: Option<String>,
 }
+
+/// `start_process`: `BASH_EXEC` with `background: true`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartProcessParams {
+    /// The script, run with `/bin/bash -c`; it keeps running after the call returns.
+    pub command: String,
+    /// Absolute directory to start in.
+    pub working_dir: Option<String>,
+    /// Extra environment variables.
+    pub env: Option<BTreeMap<String, String>>,
+    /// How long to wait for the first output (default 1000 ms), when `ready` is absent.
+    pub yield_ms: Option<u64>,
+    /// Return once the process is ready instead.
+    pub ready: Option<ReadyParams>,
+    /// Run it under a pseudo-terminal: the program sees a terminal (prompts that insist
+    /// on one, colours, full-screen programs); input is typed, so "\u0003" is Ctrl-C and
+    /// "\u0004" at a line start is end-of-file.
+    #[serde(default)]
+    pub tty: bool,
+    /// With `tty`: the terminal's width in columns (default 80).
+    #[schemars(range(min = 1))]
+    pub cols: Option<u16>,
+    /// With `tty`: the terminal's height in rows (default 24).
+    #[schemars(range(min = 1))]
+    pub rows: Option<u16>,
+}
+
+/// When a started process counts as ready: any check given (all with `all`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadyParams {
+    /// A regular expression matched against the output.
+    pub output: Option<String>,
+    /// A TCP port on 127.0.0.1 that accepts connections.
+    pub port: Option<u16>,
+    /// An `http://` URL answering GET with a 2xx status.
+    pub http: Option<String>,
+    /// How long to wait (default 30000 ms).
+    pub timeout_ms: Option<u64>,
+    /// Every check given must pass.
+    #[serde(default)]
+    pub all: bool,
+}
+
+/// `process_input`: a `PROCESS_INPUT` command.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessInputParams {
+    /// The process (`processId` of `start_process`).
+    pub process_id: String,
+    /// What to write to its stdin (control characters allowed, e.g. "\u0003").
+    #[serde(default)]
+    pub input: String,
+    /// Close its stdin after writing.
+    #[serde(default)]
+    pub close_stdin: bool,
+    /// How long to collect the output that follows (default 1000 ms).
+    pub yield_ms: Option<u64>,
+    /// A `tty` process: resize its terminal to this many columns (before writing; the
+    /// program gets SIGWINCH). Without input, only resizes.
+    #[schemars(range(min = 1))]
+    pub cols: Option<u16>,
+    /// A `tty` process: resize its terminal to this many rows (before writing).
+    #[schemars(range(min = 1))]
+    pub rows: Option<u16>,
+}
+
+/// `process_output`: a `PROCESS_OUTPUT` command.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessOutputParams {
+    /// The process.
+    pub process_id: String,
+    /// Byte offset to read from (default: where the last read stopped).
+    pub offset: Option<u64>,
+    /// Most bytes to return (default 65536).
+    pub max_bytes: Option<u64>,
+    /// Wait up to this long for output when there is none yet.
+    pub wait_ms: Option<u64>,
+}
+
+/// `kill_process`: a `PROCESS_KILL` command.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KillProcessParams {
+    /// The process.
+    pub process_id: String,
+    /// TERM (default), INT, HUP or KILL.
+    pub signal: Option<String>,
+    /// Time before SIGKILL (default 2000 ms).
+    pub grace_ms: Option<u64>,
+}
+
+/// `list_processes`: no arguments.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListProcessesParams {}
 
 /// `file_read`: a `FILE_READ` command.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -66,8 +66,9 @@ impl Progress {
         answer.finish()
     }
 
-    /// Sends one notification; gives up on progress for good when it fails.
-    async fn send(&mut self, message: String) {
+    /// Sends one notification (silent without a `progressToken`); gives up on progress for
+    /// good when it fails.
+    pub async fn send(&mut self, message: String) {
         let Some((peer, token)) = &self.target else {
             return;
         };

@@ -33,6 +33,8 @@ pub async fn serve_stdio(state: AppState) -> Result<(), String> {
     };
     let quit = running.waiting().await;
     handler.stop_calls(STOP_GRACE).await;
+    // The connection was the session: its processes go with it.
+    handler.end_session().await;
     match quit {
         Ok(reason) => {
             tracing::debug!(?reason, "MCP stdio session ended");

@@ -3,6 +3,7 @@
 //! (`executor_tools`). Arguments are decoded here, once, against the same structs their
 //! schemas come from.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::server::common::schema_for_input;
@@ -22,9 +23,12 @@ use tokio_util::task::TaskTracker;
 use super::cancel::CallCancel;
 use super::errors::{internal, invalid_params};
 use super::params::{
-    BashExecParams, FileReadParams, FileWriteParams, ListAgentsParams, ListCommandsParams,
-    ListDirectoryParams, PatchFileParams, RunAgentInstructionParams, RunCommandParams,
+    BashExecParams, FileReadParams, FileWriteParams, KillProcessParams, ListAgentsParams,
+    ListCommandsParams, ListDirectoryParams, ListProcessesParams, PatchFileParams,
+    ProcessInputParams, ProcessOutputParams, RunAgentInstructionParams, RunCommandParams,
+    StartProcessParams,
 };
+use super::session_scope::SessionScope;
 use crate::server::AppState;
 
 /// What `initialize` tells the client about the tools.
@@ -35,6 +39,7 @@ returns its answer and conversationId; pass conversationId again to continue the
 - list_commands / run_command run an agent's predefined command (a sequence of instructions).
 - bash_exec, file_read, file_write, patch_file, list_directory run one command directly and \
 return its combined result (status, message, error, resultData); a FAILED result is a tool error.
+- start_process runs a command in the background (a dev server, a watcher, a prompt; tty: true for one that needs a terminal) and returns its processId; process_output reads its output by offset, process_input writes to its stdin, kill_process stops it, list_processes lists them. bash_exec with session keeps a shell's state.
 Runs send progress notifications when the request has a progressToken; cancelling the request \
 stops the run (the partial turn is kept as 'stopped'). One run at a time per conversation: a \
 second one fails with error code 409 (data.code RUN_IN_PROGRESS).";
@@ -48,17 +53,35 @@ pub struct CmdrMcp {
     pub(super) stop: CancellationToken,
     /// The calls in progress, so a server can wait for stopped runs to persist.
     pub(super) calls: TaskTracker,
+    /// The process scope of this handler's session.
+    pub(super) session: Arc<SessionScope>,
 }
 
 impl CmdrMcp {
     /// A server over `state`.
     pub fn new(state: AppState) -> Self {
         let stop = state.run_token();
+        let session = Arc::new(SessionScope::new(state.registry.clone()));
         Self {
             state,
             stop,
             calls: TaskTracker::new(),
+            session,
         }
+    }
+
+    /// A clone for one more session: the same server, a process scope of its own (ended
+    /// when the session's handler is dropped).
+    pub fn for_session(&self) -> Self {
+        Self {
+            session: Arc::new(SessionScope::new(self.state.registry.clone())),
+            ..self.clone()
+        }
+    }
+
+    /// Ends this session's process scope now: its processes are stopped.
+    pub async fn end_session(&self) {
+        self.session.end().await;
     }
 
     /// Stops every call in progress and waits (at most `grace`) until they have ended —
@@ -96,11 +119,22 @@ impl CmdrMcp {
                     .await
             }
             "run_command" => self.run_command(parse(name, args)?, context).await,
-            "bash_exec" => Ok(self.bash_exec(parse(name, args)?, context).await),
+            "bash_exec" => {
+                refuse_terminal(args.as_ref())?;
+                Ok(self.bash_exec(parse(name, args)?, context).await)
+            }
             "file_read" => Ok(self.file_read(parse(name, args)?, context).await),
             "file_write" => Ok(self.file_write(parse(name, args)?, context).await),
             "patch_file" => Ok(self.patch_file(parse(name, args)?, context).await),
             "list_directory" => Ok(self.list_directory(parse(name, args)?, context).await),
+            "start_process" => Ok(self.start_process(parse(name, args)?, context).await),
+            "process_input" => Ok(self.process_input(parse(name, args)?, context).await),
+            "process_output" => Ok(self.process_output(parse(name, args)?, context).await),
+            "kill_process" => Ok(self.kill_process(parse(name, args)?, context).await),
+            "list_processes" => {
+                let ListProcessesParams {} = parse(name, args)?;
+                Ok(self.list_processes(context).await)
+            }
             other => Err(invalid_params(format!(
                 "unknown tool '{other}'; see tools/list"
             ))),
@@ -153,7 +187,8 @@ pub fn tools() -> Result<Vec<Tool>, ErrorData> {
             "run_agent_instruction",
             "Run an agent on an instruction until it is done (it may run shell commands). \
              Returns {agentName, conversationId, modelId, status, answer}; status is \
-             completed, stopped, max-iterations or failed (then with error {code, message}). \
+             completed, stopped, max-iterations, max-tokens, repeating or failed (then with \
+             error {code, message}). \
              Pass conversationId to continue a conversation.",
             ToolAnnotations::new().destructive(true).open_world(true),
         )?,
@@ -174,7 +209,8 @@ pub fn tools() -> Result<Vec<Tool>, ErrorData> {
             "bash_exec",
             "Run a shell script with /bin/bash -c and return the combined result: status \
              (SUCCEEDED or FAILED), message, error, resultData (stdout and stderr \
-             interleaved), exitCode, finalCwd, durationMs.",
+             interleaved), exitCode, finalCwd, durationMs. It gets no input and no \
+             terminal: an interactive program runs with start_process (tty for a terminal).",
             ToolAnnotations::new().destructive(true).open_world(true),
         )?,
         tool::<FileReadParams>(
@@ -200,6 +236,42 @@ pub fn tools() -> Result<Vec<Tool>, ErrorData> {
              size, name) in resultData.",
             read_only(),
         )?,
+        tool::<StartProcessParams>(
+            "start_process",
+            "Start a command in the background (it keeps running): returns processId, \
+             processState and the first output (within yield_ms, or until ready: an output \
+             regex, a port or an http URL). FAILED READY_TIMEOUT leaves it running. With \
+             tty it runs on a pseudo-terminal of cols x rows (for programs that insist on \
+             one); its output is then the terminal's (echoed input, \\r\\n, escape \
+             sequences).",
+            ToolAnnotations::new().destructive(true).open_world(true),
+        )?,
+        tool::<ProcessInputParams>(
+            "process_input",
+            "Write to a background process's stdin (close_stdin to send end-of-file; on a \
+             tty, input is typed: \\u0003 is Ctrl-C) and/or resize a tty process's \
+             terminal with cols/rows; returns the output that follows within yield_ms.",
+            ToolAnnotations::new().destructive(true),
+        )?,
+        tool::<ProcessOutputParams>(
+            "process_output",
+            "Read a background process's output from a byte offset (default: where the \
+             last read stopped); nextOffset, processState, exitCode once exited, \
+             truncatedBefore when older output was dropped. wait_ms long-polls.",
+            read_only(),
+        )?,
+        tool::<KillProcessParams>(
+            "kill_process",
+            "Stop a background process and its whole tree (signal, then SIGKILL after \
+             grace_ms); returns once it is gone.",
+            ToolAnnotations::new().destructive(true),
+        )?,
+        tool::<ListProcessesParams>(
+            "list_processes",
+            "List the background processes: JSON array in resultData of {processId, \
+             command, pid, state, startedAt, exitCode?, outputBytes, tty}.",
+            read_only(),
+        )?,
     ])
 }
 
@@ -213,6 +285,23 @@ fn tool<P: JsonSchema + 'static>(
         internal(cmdr_executors::ErrorCode::InternalError.as_str())
     })?;
     Ok(Tool::new(name, description, schema).with_annotations(annotations))
+}
+
+/// `bash_exec` with `tty`, `cols` or `rows`: `-32602` `INVALID_REQUEST` saying where a
+/// terminal is to be had (a one-shot command gets no input and a session's stdin carries
+/// its protocol, so neither runs on a terminal; docs/processes.md "Terminals").
+fn refuse_terminal(args: Option<&JsonObject>) -> Result<(), ErrorData> {
+    let asked = ["tty", "cols", "rows"]
+        .into_iter()
+        .find(|key| args.is_some_and(|a| a.contains_key(*key)));
+    match asked {
+        Some(key) => Err(invalid_params(format!(
+            "bash_exec has no `{key}`: its commands (one-shot or in a session) get no \
+             terminal; start an interactive program with start_process and tty: true, then \
+             answer it with process_input"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The arguments of `tool` as `P`; schema violations are `-32602` `INVALID_REQUEST`.

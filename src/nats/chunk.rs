@@ -73,6 +73,11 @@ mod tests {
             final_cwd: None,
             duration_ms: Some(3),
             truncated_bytes: None,
+            process_id: None,
+            process_state: None,
+            next_offset: None,
+            truncated_before: None,
+            queue: None,
         }
     }
 

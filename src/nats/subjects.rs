@@ -11,6 +11,12 @@
 //! | `cmdr.cancel.<producer>.<command_id>` | the producer |
 //! | `cmdr.input.<producer>.<command_id>` | the worker (request; the producer replies) |
 //! | `cmdr.alive.<worker>` | the producer (request; the worker replies) |
+//! | `cmdr.worker.<worker>.commands.<producer>.<commandType>` | the producer: a command for that worker alone (its processes and sessions) |
+//! | `cmdr.workers.<producer>` | the producer (request; every worker replies: discovery) |
+//!
+//! A worker's process ids are `<worker>-p<N>` ([`process_id_prefix`]): the id names the
+//! worker holding the process ([`worker_of_process`]), so the producer sends the commands
+//! about it to that worker's own subject.
 //!
 //! Producer ids and command ids are single subject tokens: non-empty, no whitespace, no
 //! `.`, `*` or `>`. Inside a worker a command runs under its *scoped* id
@@ -23,6 +29,14 @@ pub const DEFAULT_QUEUE: &str = "cmdr-workers";
 /// What workers subscribe to for cancellations (every worker hears every cancel; the one
 /// running the command acts on it).
 pub const CANCEL_ALL: &str = "cmdr.cancel.*.*";
+
+/// What every worker subscribes to (no queue group) for discovery.
+pub const WORKERS_ALL: &str = "cmdr.workers.*";
+
+/// Between a worker's id and the local part (`p<N>`) of its process ids: valid in a subject
+/// token and in a URL path segment, and never in the local part, so an id splits at its
+/// last `-`.
+pub const PROCESS_ID_SEPARATOR: char = '-';
 
 /// `cmdr.commands.<producer>.<commandType>`.
 pub fn command(producer: &str, command_type: &str) -> String {
@@ -50,23 +64,51 @@ pub fn alive(worker_id: &str) -> String {
     format!("cmdr.alive.{worker_id}")
 }
 
-/// The producer named by a `cmdr.commands.<producer>.<type>` subject.
+/// `cmdr.worker.<worker>.commands.<producer>.<commandType>`: a command for one worker.
+pub fn worker_command(worker: &str, producer: &str, command_type: &str) -> String {
+    format!("cmdr.worker.{worker}.commands.{producer}.{command_type}")
+}
+
+/// What a worker subscribes to (no queue group) for the commands addressed to it.
+pub fn worker_commands_all(worker: &str) -> String {
+    format!("cmdr.worker.{worker}.commands.>")
+}
+
+/// `cmdr.workers.<producer>`: a producer asks which workers are there (each replies).
+pub fn workers(producer: &str) -> String {
+    format!("cmdr.workers.{producer}")
+}
+
+/// The producer named by a `cmdr.workers.<producer>` subject.
+pub fn producer_of_discovery(subject: &str) -> Option<&str> {
+    subject
+        .strip_prefix("cmdr.workers.")
+        .filter(|producer| is_valid_id(producer))
+}
+
+/// The producer named by a command subject: `cmdr.commands.<producer>.<type>` or
+/// `cmdr.worker.<worker>.commands.<producer>.<type>`.
 pub fn producer_of(subject: &str) -> Option<&str> {
-    let mut tokens = subject.split('.');
-    match (
-        tokens.next(),
-        tokens.next(),
-        tokens.next(),
-        tokens.next(),
-        tokens.next(),
-    ) {
-        (Some("cmdr"), Some("commands"), Some(producer), Some(_), None)
-            if is_valid_id(producer) =>
-        {
-            Some(producer)
-        }
-        _ => None,
-    }
+    let tokens: Vec<&str> = subject.split('.').collect();
+    let producer = match tokens.as_slice() {
+        ["cmdr", "commands", producer, _] => producer,
+        ["cmdr", "worker", _, "commands", producer, _] => producer,
+        _ => return None,
+    };
+    is_valid_id(producer).then_some(*producer)
+}
+
+/// What the process ids of worker `worker` start with: `<worker>-`.
+pub fn process_id_prefix(worker: &str) -> String {
+    format!("{worker}{PROCESS_ID_SEPARATOR}")
+}
+
+/// The worker a process id names (`<worker>-p<N>`), if it names one.
+pub fn worker_of_process(process_id: &str) -> Option<&str> {
+    let (worker, local) = process_id.rsplit_once(PROCESS_ID_SEPARATOR)?;
+    let number = local.strip_prefix('p')?;
+    let local_ok = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
+    (local_ok && is_valid_id(worker)).then_some(worker)
 }
 
 /// The scoped id named by a `cmdr.cancel.<producer>.<command_id>` subject.
@@ -115,6 +157,13 @@ mod tests {
         assert_eq!(producer_of("cmdr.commands.BASH_EXEC"), None);
         assert_eq!(producer_of("cmdr.commands.a.b.c"), None);
         assert_eq!(
+            producer_of(&worker_command("w-1", "alice", "PROCESS_KILL")),
+            Some("alice")
+        );
+        assert_eq!(producer_of("cmdr.worker.w.commands.alice"), None);
+        assert_eq!(producer_of_discovery(&workers("bob")), Some("bob"));
+        assert_eq!(producer_of_discovery("cmdr.workers.a.b"), None);
+        assert_eq!(
             cancelled("cmdr.cancel.alice.x-1").as_deref(),
             Some("alice.x-1")
         );
@@ -122,5 +171,15 @@ mod tests {
         assert_eq!(unscoped("alice.x-1"), Some(("alice", "x-1")));
         assert_eq!(unscoped("x-1"), None);
         assert_eq!(results("alice", "x-1"), "cmdr.results.alice.x-1");
+    }
+
+    #[test]
+    fn process_ids_name_their_worker() {
+        let id = format!("{}p12", process_id_prefix("host-a"));
+        assert_eq!(id, "host-a-p12");
+        assert_eq!(worker_of_process(&id), Some("host-a"));
+        for unroutable in ["p1", "-p1", "w-p", "w-px", "w-1", "a.b-p1", "w-p1 "] {
+            assert_eq!(worker_of_process(unroutable), None, "{unroutable:?}");
+        }
     }
 }

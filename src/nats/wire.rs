@@ -46,3 +46,14 @@ pub struct InputAnswer {
     /// The answer.
     pub value: String,
 }
+
+/// A worker's answer on `cmdr.workers.<producer>` (discovery): who it is and which of that
+/// producer's shell sessions it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    /// The worker's id (its process ids start with it).
+    pub worker: String,
+    /// The names of the producer's live sessions on this worker.
+    #[serde(default)]
+    pub sessions: Vec<String>,
+}

@@ -7,11 +7,12 @@
 mod auth;
 mod input_keys;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cmdr_executors::{EnvPolicy, PathPolicy, PendingInputs, Registry};
+use cmdr_executors::{ActorLoad, EnvPolicy, PathPolicy, PendingInputs, Registry};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -75,6 +76,9 @@ pub struct StateConfig {
     pub combined_limit: usize,
     /// How shells' environments are built (`--env-*`).
     pub shell_env: EnvPolicy,
+    /// Commands of one type running at once (`--max-concurrent`), in-process or in
+    /// flight to the workers.
+    pub max_concurrent: usize,
 }
 
 /// What `GET /health` answers.
@@ -113,6 +117,9 @@ pub struct HealthExecutors {
     /// How long the oldest has run, in seconds.
     #[serde(rename = "oldestWedgedSecs", skip_serializing_if = "Option::is_none")]
     pub oldest_wedged_secs: Option<u64>,
+    /// Per command type: how many run at once (`limit`, `--max-concurrent`), how many run
+    /// now, how many are queued for a slot (in flight to the workers, with `--nats`).
+    pub concurrency: BTreeMap<&'static str, ActorLoad>,
 }
 
 /// The confinement part of `GET /health`.
@@ -185,16 +192,19 @@ impl AppState {
         let inputs = PendingInputs::new();
         let (registry, nats) = match &config.nats {
             None => (
-                confined_registry(
+                local_builder(
                     &inputs,
                     config.paths.clone(),
                     config.landlock,
                     config.shell_env.clone(),
-                ),
+                )
+                .max_concurrent(config.max_concurrent)
+                .build(),
                 None,
             ),
             Some(connect) => {
-                let (registry, client) = remote_registry(connect, &inputs).await?;
+                let (registry, client) =
+                    remote_registry(connect, &inputs, config.max_concurrent).await?;
                 (registry, Some(client))
             }
         };
@@ -253,6 +263,12 @@ impl AppState {
             executors: HealthExecutors {
                 wedged_file_operations: wedged.count,
                 oldest_wedged_secs: wedged.oldest.map(|d| d.as_secs()),
+                concurrency: self
+                    .registry
+                    .load()
+                    .into_iter()
+                    .map(|(command_type, load)| (command_type.as_str(), load))
+                    .collect(),
             },
         }
     }
@@ -323,18 +339,28 @@ pub fn confined_registry(
     landlock: bool,
     shell_env: EnvPolicy,
 ) -> Registry {
+    local_builder(inputs, paths, landlock, shell_env).build()
+}
+
+/// The builder of [`confined_registry`], for more settings.
+fn local_builder(
+    inputs: &PendingInputs,
+    paths: PathPolicy,
+    landlock: bool,
+    shell_env: EnvPolicy,
+) -> RegistryBuilder {
     RegistryBuilder::new()
         .confine(paths, landlock)
         .shell_env(shell_env)
         .input_broker(Arc::new(inputs.clone()))
-        .build()
 }
 
-/// A registry whose commands run on the worker pool reached by `connect`; workers' questions are
-/// answered through `inputs`.
+/// A registry whose commands run on the worker pool reached by `connect`, `max_concurrent`
+/// of a type in flight at once; workers' questions are answered through `inputs`.
 async fn remote_registry(
     connect: &NatsConnect,
     inputs: &PendingInputs,
+    max_concurrent: usize,
 ) -> Result<(Registry, async_nats::Client), SetupError> {
     let client = connect.connect().await?;
     let mut producer = Producer::new(client.clone());
@@ -344,5 +370,8 @@ async fn remote_registry(
             .map_err(|e| SetupError::Flag(format!("--producer-id: {e}")))?;
     }
     let producer = producer.with_input_broker(Arc::new(inputs.clone()));
-    Ok((RemoteExecutor::registry(producer), client))
+    Ok((
+        RemoteExecutor::registry_with_limit(producer, max_concurrent),
+        client,
+    ))
 }

@@ -5,11 +5,14 @@
 //!   `prepare_command`), in a fixed order, ending with the conversation's lock.
 //! - `run`: [`PreparedRun`] (holds the lock) and running it, persisting as it goes.
 //! - `locks`: [`RunLocks`], one run per conversation.
+//! - `reads`: [`ConversationReads`], the model's read positions of each conversation's
+//!   processes, kept between runs.
 //! - `error`: [`ServiceError`], the stable codes and their classes.
 
 mod error;
 mod locks;
 mod prepare;
+mod reads;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -26,7 +29,8 @@ pub use cmdr_executors::ErrorClass;
 pub use error::ServiceError;
 pub use locks::{Busy, RunGuard, RunLocks};
 pub use prepare::RunTarget;
-pub use run::{PreparedRun, RunInfo};
+pub use reads::ConversationReads;
+pub use run::{PreparedRun, RunInfo, StoreRecorder};
 
 use prepare::blocking;
 
@@ -41,6 +45,7 @@ struct Inner {
     store: Arc<dyn Store>,
     agent_loop: AgentLoop,
     locks: RunLocks,
+    reads: ConversationReads,
     default_cwd: PathBuf,
 }
 
@@ -59,6 +64,7 @@ impl AgentService {
                 store,
                 agent_loop,
                 locks: RunLocks::new(),
+                reads: ConversationReads::default(),
                 default_cwd,
             }),
         }
@@ -82,6 +88,20 @@ impl AgentService {
     /// The per-conversation locks.
     pub fn locks(&self) -> &RunLocks {
         &self.inner.locks
+    }
+
+    /// Where each conversation's model stopped reading its processes.
+    pub fn reads(&self) -> &ConversationReads {
+        &self.inner.reads
+    }
+
+    /// Stops every process of `conversation_id`'s agent runs (its scope,
+    /// `conversation:<id>`: SIGTERM to each whole tree, SIGKILL after 2 s) and forgets
+    /// where its model stopped reading them. Returns once they are gone.
+    pub async fn end_processes(&self, conversation_id: &str) {
+        let scope = crate::scopes::conversation(conversation_id);
+        self.agent_loop().registry().end_scope(&scope).await;
+        self.inner.reads.forget(conversation_id);
     }
 
     /// Where runs without a working folder start.
@@ -119,7 +139,8 @@ impl AgentService {
         Ok(self.inner.store.turns(conversation_id).await?)
     }
 
-    /// Archives (or restores) a conversation; archived ones refuse new runs.
+    /// Archives (or restores) a conversation; archived ones refuse new runs, and
+    /// archiving stops its processes (returning once they are gone).
     pub async fn set_archived(
         &self,
         conversation_id: &str,
@@ -129,7 +150,11 @@ impl AgentService {
         if store.conversation(conversation_id).await?.is_none() {
             return Err(StoreError::ConversationNotFound(conversation_id.to_owned()).into());
         }
-        Ok(store.set_archived(conversation_id, archived).await?)
+        store.set_archived(conversation_id, archived).await?;
+        if archived {
+            self.end_processes(conversation_id).await;
+        }
+        Ok(())
     }
 
     /// Runs one turn on a client-held history (`POST /api/agent`): no agent, no
@@ -156,10 +181,10 @@ impl AgentService {
         if self.agent_loop().model_id(&options).is_none() {
             return Err(ServiceError::LlmUnavailable);
         }
-        let mut session = Session {
-            messages,
-            cwd: self.default_cwd().to_owned(),
-        };
+        // The client's history is all there is: its processes live in REST's scope
+        // (`http`), where its next request (and `GET /processes`) finds them.
+        let mut session = Session::new(self.default_cwd()).in_scope(crate::scopes::http());
+        session.messages = messages;
         Ok(self
             .agent_loop()
             .run_turn(&mut session, instruction, &options, &events, &cancel)

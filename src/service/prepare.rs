@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::agent::{system_prompt, RunOptions, Session, DEFAULT_MAX_ITERATIONS};
+use crate::agent::{
+    system_prompt, RunOptions, Session, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS,
+};
 use crate::agents::{Agent, AgentCommand};
 use crate::store::StoreError;
 
@@ -115,7 +117,7 @@ impl AgentService {
             store
                 .create_conversation(id, agent, Some(&cwd.to_string_lossy()))
                 .await?;
-            return Ok(Session::new(cwd));
+            return Ok(Session::new(cwd).in_scope(crate::scopes::conversation(id)));
         }
         let conversation = store
             .conversation(id)
@@ -140,7 +142,10 @@ impl AgentService {
         let cwd = working_folder
             .or_else(|| conversation.cwd.map(PathBuf::from))
             .unwrap_or_else(|| self.default_cwd().to_owned());
-        Ok(Session { messages, cwd })
+        let mut session = Session::new(cwd).in_scope(crate::scopes::conversation(id));
+        session.messages = messages;
+        session.reads = self.reads().load(id);
+        Ok(session)
     }
 
     async fn load_agent(&self, name: &str) -> Result<Agent, ServiceError> {
@@ -174,6 +179,7 @@ fn run_options(agent: &Agent) -> RunOptions {
             .command_timeout_secs
             .map(std::time::Duration::from_secs),
         command: None,
+        max_tokens: agent.config.max_tokens_or(Some(DEFAULT_MAX_TOKENS)),
         shell_env: agent
             .config
             .shell_environment_policy

@@ -135,10 +135,7 @@ impl PreparedRun {
         if let Err(e) = store.begin_run(&conversation_id).await {
             tracing::warn!(conversation_id, error = %e, "could not mark the run in progress");
         }
-        let recorder = StoreRecorder {
-            store: store.clone(),
-            conversation_id: &conversation_id,
-        };
+        let recorder = StoreRecorder::new(store.clone(), conversation_id.clone());
         let steps = std::mem::replace(&mut self.steps, Steps::Instruction(String::new()));
         let outcome = match steps {
             Steps::Instruction(instruction) => {
@@ -157,6 +154,7 @@ impl PreparedRun {
             Steps::Command(command) => self.run_steps(&command, &events, &cancel, &recorder).await,
         };
         self.save_cwd(&conversation_id).await;
+        self.keep_processes(&conversation_id).await;
         if let Err(e) = store.end_run(&conversation_id).await {
             tracing::warn!(conversation_id, error = %e, "could not unmark the ended run");
         }
@@ -169,7 +167,7 @@ impl PreparedRun {
         command: &AgentCommand,
         events: &mpsc::Sender<AgentEvent>,
         cancel: &CancellationToken,
-        recorder: &StoreRecorder<'_>,
+        recorder: &StoreRecorder,
     ) -> RunOutcome {
         let total = u32::try_from(command.items.len()).unwrap_or(u32::MAX);
         let mut outcome = RunOutcome::Completed;
@@ -202,7 +200,7 @@ impl PreparedRun {
         instruction: String,
         events: &mpsc::Sender<AgentEvent>,
         cancel: &CancellationToken,
-        recorder: &StoreRecorder<'_>,
+        recorder: &StoreRecorder,
     ) -> RunOutcome {
         let _ = events
             .send(AgentEvent::CommandStep {
@@ -233,6 +231,24 @@ impl PreparedRun {
         outcome
     }
 
+    /// Keeps the model's read positions for the next run; when the conversation was
+    /// archived while this run went on, stops what it started meanwhile instead.
+    async fn keep_processes(&self, conversation_id: &str) {
+        let archived = match self.service.store().conversation(conversation_id).await {
+            Ok(conversation) => conversation.is_some_and(|c| c.archived),
+            Err(e) => {
+                tracing::warn!(conversation_id, error = %e, "could not read the conversation");
+                false
+            }
+        };
+        if archived {
+            self.service.end_processes(conversation_id).await;
+        } else {
+            let reads = self.session.reads.clone();
+            self.service.reads().save(conversation_id, reads);
+        }
+    }
+
     async fn save_cwd(&self, conversation_id: &str) {
         let cwd = self.session.cwd.to_string_lossy();
         if let Err(e) = self.service.store().set_cwd(conversation_id, &cwd).await {
@@ -241,18 +257,28 @@ impl PreparedRun {
     }
 }
 
-/// Persists every message of a run the moment it is appended.
-struct StoreRecorder<'a> {
+/// Persists every message of a run the moment it is appended (also `cmdr chat`'s).
+pub struct StoreRecorder {
     store: std::sync::Arc<dyn Store>,
-    conversation_id: &'a str,
+    conversation_id: String,
 }
 
-impl Recorder for StoreRecorder<'_> {
+impl StoreRecorder {
+    /// A recorder appending to `conversation_id` in `store`.
+    pub fn new(store: std::sync::Arc<dyn Store>, conversation_id: String) -> Self {
+        Self {
+            store,
+            conversation_id,
+        }
+    }
+}
+
+impl Recorder for StoreRecorder {
     fn record<'a>(&'a self, message: &'a Message) -> RecordFuture<'a> {
         Box::pin(async move {
-            if let Err(e) = self.store.append_turn(self.conversation_id, message).await {
+            if let Err(e) = self.store.append_turn(&self.conversation_id, message).await {
                 tracing::error!(
-                    conversation_id = self.conversation_id,
+                    conversation_id = %self.conversation_id,
                     error = %e,
                     "could not persist a turn"
                 );

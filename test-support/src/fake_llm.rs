@@ -47,6 +47,9 @@ pub enum Reply {
     /// The first content chunks, then a pause until the [`Notify`] is notified (or the
     /// client goes away), then the second chunks and a normal end (`stop`, `[DONE]`).
     Gated(Vec<String>, Arc<Notify>, Vec<String>),
+    /// These content chunks, then `finish_reason: "length"` (the server's reply-length
+    /// limit) and `[DONE]`.
+    Length(Vec<String>),
 }
 
 impl Reply {
@@ -227,6 +230,12 @@ async fn chat_completions(
         Reply::Status(status, body) => error_response(status, body),
         Reply::Raw(pieces) => stream_response(shared, Plan::finish(pieces)),
         Reply::Text(texts) => stream_response(shared, Plan::finish(chunk.complete(&texts))),
+        Reply::Length(texts) => {
+            let mut events = chunk.open(&texts);
+            events.push(chunk.event(json!({}), json!("length")));
+            events.push("data: [DONE]\n\n".to_owned());
+            stream_response(shared, Plan::finish(events))
+        }
         Reply::CutAfter(texts) => stream_response(
             shared,
             Plan {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::PATIENCE;
-use cmdr_executors::{decode_command, Command, ExecutionStatus, OutputResult, Registry};
+use cmdr_executors::{decode_command, Command, ExecutionStatus, OutputResult, Registry, Scope};
 
 /// Decodes a command from a JSON value (panics on bad test input).
 pub fn command(json: serde_json::Value) -> Command {
@@ -14,7 +14,19 @@ pub fn command(json: serde_json::Value) -> Command {
 /// Runs `json` through `registry` and returns every message, checking the stream's shape:
 /// RUNNING messages, then exactly one terminal message, last.
 pub async fn run(registry: &Registry, json: serde_json::Value) -> Vec<OutputResult> {
-    let stream = registry.execute(command(json)).await.expect("accepted");
+    run_in(registry, Scope::default(), json).await
+}
+
+/// Like [`run`], in `scope`.
+pub async fn run_in(
+    registry: &Registry,
+    scope: Scope,
+    json: serde_json::Value,
+) -> Vec<OutputResult> {
+    let stream = registry
+        .execute_in(scope, command(json))
+        .await
+        .expect("accepted");
     collect(stream).await
 }
 

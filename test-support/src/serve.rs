@@ -35,6 +35,11 @@ pub struct Options<'a> {
     pub llm: Option<&'a FakeLlm>,
     /// Where the server's stderr goes (default: discarded).
     pub log: Option<PathBuf>,
+    /// Another model instead: an OpenAI-compatible base URL and a model name (the
+    /// opt-in real-model tests).
+    pub endpoint: Option<(String, String)>,
+    /// More arguments of `cmdr serve` (e.g. `--max-concurrent 2`).
+    pub args: Vec<String>,
 }
 
 impl Serve {
@@ -143,6 +148,7 @@ fn command(dir: &Path, options: &Options<'_>) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .kill_on_drop(true);
+    command.args(&options.args);
     match &options.log {
         Some(path) => command.stderr(std::fs::File::create(path).unwrap()),
         None => command.stderr(Stdio::null()),
@@ -151,6 +157,11 @@ fn command(dir: &Path, options: &Options<'_>) -> Command {
         command
             .env("CMDR_LLM_BASE_URL", llm.base_url())
             .env("CMDR_LLM_MODEL", "fake-model");
+    }
+    if let Some((base_url, model)) = &options.endpoint {
+        command
+            .env("CMDR_LLM_BASE_URL", base_url)
+            .env("CMDR_LLM_MODEL", model);
     }
     command
 }

@@ -320,7 +320,7 @@ async fn the_iteration_cap_stops_the_loop() {
     let dir = tempfile::tempdir().unwrap();
     let llm = FakeLlm::start(
         (0..6)
-            .map(|i| Reply::text(&format!("<shell>echo {i}</shell>")))
+            .map(|i| Reply::text(&format!("<shell>echo {i}; touch ran-{i}</shell>")))
             .collect(),
     )
     .await;
@@ -333,9 +333,23 @@ async fn the_iteration_cap_stops_the_loop() {
     assert_eq!(llm.request_count(), 3);
     assert_eq!(ids(&turn.events), ["cmd-1-0", "cmd-2-0", "cmd-3-0"]);
     assert_eq!(
-        lifecycle(&turn.events, "cmd-3-0", ToolStatus::Completed),
-        "2\n"
+        lifecycle(&turn.events, "cmd-2-0", ToolStatus::Completed),
+        "1\n"
     );
+    // Nobody would read the last reply's results: its command is reported, not run.
+    assert_eq!(
+        lifecycle_skipped(&turn.events, "cmd-3-0"),
+        ToolStatus::Skipped
+    );
+    assert!(dir.path().join("ran-1").exists());
+    assert!(!dir.path().join("ran-2").exists());
+    let last = turn.session.messages.last().unwrap();
+    assert!(
+        last.content
+            .starts_with("$ echo 2; touch ran-2\n[not run: the iteration limit (3) was reached"),
+        "{last:?}"
+    );
+    assert_eq!(last.tool_runs[0].status, "skipped");
     assert!(turn.events.contains(&AgentEvent::IterationEnd {
         iteration: 3,
         has_more_commands: false
@@ -355,7 +369,7 @@ async fn the_default_cap_is_ten_iterations() {
     let dir = tempfile::tempdir().unwrap();
     let (turn, llm) = one_turn(
         (0..12)
-            .map(|_| Reply::text("<shell>true</shell>"))
+            .map(|i| Reply::text(&format!("<shell>echo {i}</shell>")))
             .collect(),
         dir.path(),
         "forever",
@@ -461,7 +475,8 @@ async fn requests_only_ever_append_to_the_previous_request() {
     assert_eq!(second.outcome, RunOutcome::Completed);
     let raw = llm.raw_requests();
     assert_eq!(raw.len(), 5);
-    const SUFFIX: &[u8] = b"],\"stream\":true}";
+    const SUFFIX: &[u8] =
+        b"],\"stream\":true,\"max_tokens\":4096,\"stop\":[\"\\n<tool_results>\",\"\\n[exit status\"]}";
     for pair in raw.windows(2) {
         let (before, after) = (&pair[0], &pair[1]);
         assert!(
@@ -614,7 +629,7 @@ async fn an_error_in_a_later_iteration_keeps_the_earlier_ones() {
     let (turn, _llm) = one_turn(
         vec![
             Reply::text("<shell>echo kept</shell>"),
-            Reply::Status(503, "unavailable".into()),
+            Reply::Status(500, "internal".into()),
         ],
         dir.path(),
         "hi",

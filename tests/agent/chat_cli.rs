@@ -30,10 +30,16 @@ struct Chat {
 }
 
 impl Chat {
-    /// Starts `cmdr chat` in `folder`, talking to `llm` (no model configured when `None`).
+    /// Starts `cmdr chat --ephemeral` in `folder`, talking to `llm` (no model
+    /// configured when `None`).
     fn start(llm: Option<&FakeLlm>, folder: &Path) -> Chat {
+        Chat::start_with(llm, folder, &["--ephemeral"])
+    }
+
+    /// Starts `cmdr chat` with `args` in `folder`, talking to `llm`.
+    fn start_with(llm: Option<&FakeLlm>, folder: &Path, args: &[&str]) -> Chat {
         let mut command = chat_command();
-        command.arg("--working-folder").arg(folder);
+        command.arg("--working-folder").arg(folder).args(args);
         if let Some(llm) = llm {
             command
                 .env("CMDR_LLM_BASE_URL", llm.base_url())
@@ -322,7 +328,11 @@ async fn without_a_model_the_chat_starts_and_each_message_says_llm_unavailable()
     chat.send("hello").await;
     chat.wait_stderr("error [LLM_UNAVAILABLE]").await;
     let (status, _, stderr) = chat.exit().await;
-    assert_eq!(status.code(), Some(0), "stderr: {stderr}");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "the last turn failed; stderr: {stderr}"
+    );
 }
 
 #[tokio::test]
@@ -347,4 +357,93 @@ async fn a_missing_working_folder_exits_2_with_a_clear_message() {
         assert!(stderr.contains("--working-folder"), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");
     }
+}
+
+#[tokio::test]
+async fn plain_chat_echoes_each_message_and_saves_a_conversation_to_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("cmdr.sqlite3");
+    let db_arg = db.to_str().unwrap();
+    let llm = FakeLlm::start(vec![
+        Reply::text("First answer."),
+        Reply::text("Second answer."),
+    ])
+    .await;
+    let mut chat = Chat::start_with(Some(&llm), dir.path(), &["--db", db_arg]);
+    chat.send("hello there").await;
+    let echo = chat.wait_line("» hello there").await;
+    let answer = chat.wait_line("First answer.").await;
+    assert!(echo < answer);
+    let (status, _, stderr) = chat.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+
+    let store = cmdr::store::SqliteStore::open(&db).unwrap();
+    use cmdr::store::Store;
+    let conversations = store.conversations(Some("chat")).await.unwrap();
+    assert_eq!(conversations.len(), 1);
+    let id = conversations[0].id.clone();
+    let turns = store.turns(&id).await.unwrap();
+    let contents: Vec<&str> = turns.iter().map(|t| t.content.as_str()).collect();
+    assert_eq!(contents, ["hello there", "First answer."]);
+    drop(store);
+
+    let mut chat = Chat::start_with(
+        Some(&llm),
+        dir.path(),
+        &["--db", db_arg, "--conversation", &id],
+    );
+    chat.send("and again").await;
+    chat.wait_line("Second answer.").await;
+    let (status, _, stderr) = chat.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let sent = llm.requests()[1]["messages"].to_string();
+    assert!(
+        sent.contains("hello there") && sent.contains("First answer."),
+        "{sent}"
+    );
+    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_cmdr"))
+        .args(["conversations", "list", "--db", db_arg])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(&id));
+}
+
+#[tokio::test]
+async fn an_ask_of_the_agent_takes_the_next_line_as_its_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = FakeLlm::start(vec![
+        Reply::text("<ask>Proceed with the cleanup?</ask>"),
+        Reply::text("Cleaning up."),
+    ])
+    .await;
+    let mut chat = Chat::start(Some(&llm), dir.path());
+    chat.send("clean up").await;
+    chat.wait_line("? Proceed with the cleanup?").await;
+    chat.send("yes, go").await;
+    chat.wait_line("Cleaning up.").await;
+    let (status, _, stderr) = chat.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let sent = llm.requests()[1]["messages"].to_string();
+    assert!(
+        sent.contains("? Proceed with the cleanup?\\nyes, go"),
+        "{sent}"
+    );
+}
+
+#[tokio::test]
+async fn the_exit_status_says_whether_the_last_turn_ended_normally() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = FakeLlm::start(vec![
+        Reply::Status(500, r#"{"error":{"message":"boom"}}"#.into()),
+        Reply::text("fine now"),
+    ])
+    .await;
+    let mut chat = Chat::start(Some(&llm), dir.path());
+    chat.send("one").await;
+    chat.wait_stderr("boom").await;
+    chat.send("two").await;
+    chat.wait_line("fine now").await;
+    let (status, _, _) = chat.exit().await;
+    assert_eq!(status.code(), Some(0), "the last turn succeeded");
 }

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use cmdr::llm::{ChatMessage, ChatRequest, ChatRole, LlmClient, LlmConfig, LlmError, OpenAiClient};
+use cmdr::llm::{
+    ChatMessage, ChatRequest, ChatRole, Delta, LlmClient, LlmConfig, LlmError, OpenAiClient,
+};
 use futures_util::StreamExt;
 use serde_json::json;
 
@@ -15,6 +17,8 @@ const KEY: &str = "sk-test-SECRET-1234567890";
 fn config(llm: &FakeLlm, key: Option<&str>) -> LlmConfig {
     LlmConfig {
         api_key: key.map(str::to_owned),
+        // 503 is an answer here (its retry has tests of its own).
+        loading_wait: Duration::ZERO,
         ..LlmConfig::new(llm.base_url(), "fake-model")
     }
 }
@@ -36,6 +40,7 @@ fn request(text: &str) -> ChatRequest {
                 content: text.into(),
             },
         ],
+        ..ChatRequest::default()
     }
 }
 
@@ -45,7 +50,8 @@ async fn drain(client: &OpenAiClient, req: ChatRequest) -> (Vec<String>, Option<
     let mut texts = Vec::new();
     while let Some(item) = stream.next().await {
         match item {
-            Ok(text) => texts.push(text),
+            Ok(Delta::Text(text)) => texts.push(text),
+            Ok(Delta::Finish(_)) => {}
             Err(error) => {
                 assert!(
                     stream.next().await.is_none(),
@@ -422,7 +428,10 @@ async fn dropping_the_stream_closes_the_connection() {
     let llm = FakeLlm::start(vec![Reply::Hang(vec!["first".into()])]).await;
     let client = client(&llm, None);
     let mut stream = client.stream_chat(request("hi")).await.unwrap();
-    assert_eq!(stream.next().await, Some(Ok("first".to_owned())));
+    assert_eq!(
+        stream.next().await,
+        Some(Ok(Delta::Text("first".to_owned())))
+    );
     assert_eq!(llm.disconnects(), 0);
 
     drop(stream);
@@ -442,11 +451,15 @@ async fn gated_reply_pauses_until_released() {
     .await;
     let client = client(&llm, None);
     let mut stream = client.stream_chat(request("hi")).await.unwrap();
-    assert_eq!(stream.next().await, Some(Ok("a".to_owned())));
+    assert_eq!(stream.next().await, Some(Ok(Delta::Text("a".to_owned()))));
 
     gate.notify_one();
 
-    assert_eq!(stream.next().await, Some(Ok("b".to_owned())));
+    assert_eq!(stream.next().await, Some(Ok(Delta::Text("b".to_owned()))));
+    assert_eq!(
+        stream.next().await,
+        Some(Ok(Delta::Finish("stop".to_owned())))
+    );
     assert_eq!(stream.next().await, None);
 }
 
@@ -535,4 +548,48 @@ fn base_url_must_be_http() {
     assert!(matches!(error, LlmError::NotConfigured(_)), "{error:?}");
     let error = OpenAiClient::new(LlmConfig::new("not a url", "m")).unwrap_err();
     assert!(matches!(error, LlmError::NotConfigured(_)), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_model_still_loading_503_is_asked_again_until_it_answers() {
+    let loading = r#"{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}"#;
+    let llm = FakeLlm::start(vec![
+        Reply::Status(503, loading.into()),
+        Reply::Status(503, loading.into()),
+        Reply::text("ready"),
+    ])
+    .await;
+    let client = OpenAiClient::new(LlmConfig::new(llm.base_url(), "fake-model")).unwrap();
+    let (texts, error) = drain(&client, request("hi")).await;
+    assert_eq!((texts, error), (vec!["ready".to_owned()], None));
+    assert_eq!(llm.request_count(), 3);
+}
+
+#[tokio::test]
+async fn a_503_that_lasts_past_the_loading_wait_is_the_answer() {
+    let loading = r#"{"error":{"message":"Loading model"}}"#;
+    let llm = FakeLlm::start(
+        (0..50)
+            .map(|_| Reply::Status(503, loading.into()))
+            .collect(),
+    )
+    .await;
+    let config = LlmConfig {
+        loading_wait: Duration::from_secs(1),
+        ..LlmConfig::new(llm.base_url(), "fake-model")
+    };
+    let client = OpenAiClient::new(config).unwrap();
+    let error = start_error(&client).await;
+    assert_eq!(
+        error,
+        LlmError::Http {
+            status: 503,
+            message: "Loading model".into()
+        }
+    );
+    let asked = llm.request_count();
+    assert!(
+        (2..50).contains(&asked),
+        "asked {asked} times in about a second"
+    );
 }

@@ -4,3 +4,6 @@ mod agent_loop;
 mod chat_cli;
 use cmdr_test_support::fake_llm;
 mod llm_client;
+mod processes;
+mod real_model;
+mod real_models;

@@ -25,7 +25,7 @@ fn every_key_is_read() {
         "full",
         "config.toml",
         "# comment\ndescription = \"  Plans things  \"\nmodel = \"gemini-2.5-pro\"\n\
-         max_iterations = 25\ncommand_timeout_secs = 90\n",
+         max_iterations = 25\ncommand_timeout_secs = 90\nmax_tokens = 512\n",
     );
     fx.write("full", "system_prompt.md", "You plan.\n");
     let agent = fx.catalog().agent("full").unwrap();
@@ -36,9 +36,11 @@ fn every_key_is_read() {
             model: Some("gemini-2.5-pro".into()),
             max_iterations: Some(25),
             command_timeout_secs: Some(90),
+            max_tokens: Some(512),
             shell_environment_policy: None,
         }
     );
+    assert_eq!(agent.config.max_tokens_or(Some(4096)), Some(512));
     assert_eq!(
         agent.config.command_timeout(),
         Some(Duration::from_secs(90))

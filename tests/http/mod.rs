@@ -7,9 +7,13 @@
 //! - `commands`: the raw job runner (SSE, combine, cancel, input, malformed bodies).
 //! - `security`: token, browser guard, body limit, unknown routes and methods.
 //! - `confine`: `--allow-root` over HTTP (working folders, commands, health).
+//! - `processes`: the process routes; `agent_processes`: the agent's processes through a
+//!   real `cmdr serve` (the conversation's scope, archive, the model's read position).
 
+mod agent_processes;
 mod commands;
 mod confine;
+mod processes;
 use cmdr_test_support::fake_llm;
 mod routes;
 mod runs;

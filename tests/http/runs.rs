@@ -865,3 +865,46 @@ async fn the_next_message_sent_on_done_is_never_refused() {
         // The stream is still open here; the next request goes out at once.
     }
 }
+
+/// An agent's `<ask>` is a question only the person answers: it waits in
+/// `GET /commands/inputs` (the web UI's card), a request without the person key is
+/// refused, and the answer goes back to the model.
+#[tokio::test]
+async fn an_agents_question_waits_for_the_person_and_its_answer_reaches_the_model() {
+    let llm = FakeLlm::start(vec![
+        Reply::text("<ask>Which branch?</ask>"),
+        Reply::text("Using main."),
+    ])
+    .await;
+    let server = server(&llm).await;
+    let mut sse = server
+        .sse("/agents/helper/stream", json!({"message": "deploy"}))
+        .await;
+    let call = sse.until(|e| e["type"] == "tool-call").await;
+    assert_eq!(call["kind"], "ask");
+    assert_eq!(call["command"], "Which branch?");
+    let mut waiting = Value::Null;
+    eventually("the question is listed", async || {
+        let (_, body) = server.get("/commands/inputs").await;
+        waiting = body["inputs"][0].clone();
+        !waiting.is_null()
+    })
+    .await;
+    assert_eq!(waiting["prompt"], "Which branch?");
+    let id = waiting["commandId"].as_str().unwrap().to_owned();
+    // The id holds a `/` (`{run}/cmd-1-0`): one path segment, encoded as the web UI does.
+    let path = format!("/commands/{}/input", id.replace('/', "%2F"));
+    let forged = server
+        .post(&path, json!({"value": "evil", "key": "guess"}))
+        .await;
+    assert_error(&forged, 403, "forbidden", "INPUT_FORBIDDEN");
+    let person = server.state.input_keys.person_key().to_owned();
+    let (status, _) = server
+        .post(&path, json!({"value": "main", "key": person}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let events = sse.all().await;
+    assert_eq!(events.last().unwrap()["type"], "done", "{events:?}");
+    let sent = llm.requests()[1]["messages"].to_string();
+    assert!(sent.contains("? Which branch?\\nmain"), "{sent}");
+}

@@ -20,6 +20,11 @@ fn expected_tools() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("file_write", vec!["content", "file_path"]),
         ("patch_file", vec!["file_path", "patch"]),
         ("list_directory", vec!["path"]),
+        ("start_process", vec!["command"]),
+        ("process_input", vec!["process_id"]),
+        ("process_output", vec!["process_id"]),
+        ("kill_process", vec!["process_id"]),
+        ("list_processes", vec![]),
     ])
 }
 

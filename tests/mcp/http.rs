@@ -23,7 +23,7 @@ async fn the_endpoint_answers_at_mcp_and_at_the_root() {
         assert_eq!(init["result"]["serverInfo"]["name"], "cmdr", "{init}");
         assert!(rpc.session.is_some(), "a session for {PROTOCOL}");
         let listed = rpc.request("tools/list", json!({})).await;
-        assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 9);
+        assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 14);
         let agents = rpc.call("list_agents", json!({})).await;
         assert_eq!(tool_json(&agents).0["agents"][0]["name"], "helper");
     }

@@ -8,6 +8,8 @@ mod client;
 use cmdr_test_support::fake_llm;
 mod http;
 mod limits;
+mod processes;
+mod queueing;
 use cmdr_test_support::mcp_rpc as rpc;
 mod stdio;
 mod tools;

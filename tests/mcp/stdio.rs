@@ -36,7 +36,7 @@ async fn cmdr_mcp_serves_the_tools_on_stdio_and_exits_when_stdin_closes() {
     let info = client.peer_info().expect("initialized");
     let server_info = info.server_info.clone().expect("server info");
     assert_eq!(server_info.name, "cmdr");
-    assert_eq!(client.list_all_tools().await.unwrap().len(), 9);
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 14);
 
     let agents = client
         .call_tool(call("list_agents", json!({})))
@@ -215,4 +215,48 @@ async fn closing_stdin_mid_run_stops_the_run_and_persists_it_before_exiting() {
     let last = turns.last().unwrap();
     assert_eq!(last.status, cmdr::agent::TurnStatus::Stopped, "{turns:?}");
     assert_eq!(last.content, "half a thought");
+}
+
+#[tokio::test]
+async fn closing_stdin_kills_the_sessions_processes() {
+    let world = World::new();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_cmdr"));
+    command
+        .arg("mcp")
+        .env("CMDR_AGENTS_DIR", world.agents())
+        .env("CMDR_DB", world.db())
+        .env_remove("CMDR_LLM_BASE_URL")
+        .env_remove("CMDR_AUTH_TOKEN")
+        .current_dir(world.work());
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = Recorder::default().serve(transport).await.unwrap();
+    let started = client
+        .call_tool(call(
+            "start_process",
+            json!({"command": "trap '' TERM; echo \"pid=$$\"; while :; do sleep 0.05; done",
+                   "ready": {"output": "pid="}}),
+        ))
+        .await
+        .unwrap();
+    let started = result_json(&started);
+    let text = started["resultData"].as_str().unwrap();
+    let pid: i32 = text.trim().trim_start_matches("pid=").parse().unwrap();
+    assert!(!cmdr_test_support::http::gone(pid), "{started}");
+
+    client.cancel().await.unwrap();
+    let mut stderr = stderr.expect("piped stderr");
+    let mut logs = String::new();
+    let _ = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut logs),
+    )
+    .await
+    .expect("cmdr mcp exits when stdin closes");
+    cmdr_test_support::http::eventually("the process is gone", async || {
+        cmdr_test_support::http::gone(pid)
+    })
+    .await;
 }

@@ -269,6 +269,7 @@ async fn health_names_the_server_in_use() {
             landlock: false,
             combined_limit: cmdr_executors::DEFAULT_COMBINED_LIMIT,
             shell_env: Default::default(),
+            max_concurrent: cmdr_executors::DEFAULT_MAX_CONCURRENT,
         },
         None,
     )

@@ -2,34 +2,12 @@
 //! worker stopped with SIGTERM mid-command still publishing its terminal result.
 
 use std::io::Write;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use cmdr_executors::{ExecutionStatus, OutputResult};
 use futures_util::StreamExt;
 
-use super::NatsServer;
-
-struct WorkerProcess(Child);
-
-impl WorkerProcess {
-    async fn start(server: &NatsServer) -> Self {
-        let child = Command::new(assert_cmd::cargo::cargo_bin("cmdr"))
-            .args(["worker", "--nats", &server.url(), "--grace-secs", "0"])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let probe = async_nats::connect(server.url()).await.unwrap();
-        server.wait_for_subscribers(&probe).await;
-        Self(child)
-    }
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use super::{NatsServer, WorkerProcess};
 
 fn results(stdout: &[u8]) -> Vec<OutputResult> {
     String::from_utf8_lossy(stdout)

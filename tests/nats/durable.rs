@@ -4,7 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use cmdr::nats::durable::{DurableSettings, COMMANDS_STREAM};
+use cmdr::nats::durable::{DurableSettings, COMMANDS_STREAM, RESULTS_STREAM};
 use cmdr::nats::producer::{Producer, RemoteStream};
 use cmdr::nats::worker::{self, WorkerOptions};
 use cmdr_executors::{decode_command, ExecutionStatus, OutputResult, Registry};
@@ -291,6 +291,43 @@ async fn a_worker_shut_down_mid_command_hands_it_back() {
         "the hand-back is announced: {output:?}"
     );
     assert!(output.ends_with("start\ndone\n"), "{output:?}");
+}
+
+/// A producer follows each command's results with a consumer of its own; left to expire
+/// (30 s), a busy producer's consumers piled up past the server's limit and stalled every
+/// command. Each is deleted when done: after the terminal result, or when the reader
+/// drops the stream.
+#[tokio::test]
+async fn a_producer_leaves_no_results_consumers_behind() {
+    let server = NatsServer::start();
+    let (_stop, _task) = durable_worker(&server).await;
+    let producer = durable_producer(&server).await;
+    for i in 0..20 {
+        let json =
+            format!(r#"{{"command_id":"c{i}","commandType":"BASH_EXEC","command":"echo {i}"}}"#);
+        assert_ok(&collect(producer.submit(command(&json)).await.unwrap()).await);
+    }
+    let (_, abandoned) = submit_running(
+        &producer,
+        r#"{"command_id":"gone","commandType":"BASH_EXEC","command":"echo started; sleep 30"}"#,
+    )
+    .await;
+    drop(abandoned);
+    let js = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let mut results = js.get_stream(RESULTS_STREAM).await.unwrap();
+    // Well inside the server's own expiry of an unread consumer (10 s).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let consumers = results.info().await.unwrap().state.consumer_count;
+        if consumers == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{consumers} results consumers still exist"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

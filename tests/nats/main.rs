@@ -11,7 +11,9 @@ mod cli;
 mod cluster;
 mod durable;
 mod flood;
+mod orphans;
 mod permissions;
+mod processes;
 mod remote;
 mod serve;
 use cmdr_test_support::nats_server as server;
@@ -41,19 +43,20 @@ impl Worker {
     /// ran them).
     pub async fn start(server: &NatsServer, dir: Option<&std::path::Path>) -> Self {
         let client = async_nats::connect(server.url()).await.unwrap();
+        let options = WorkerOptions {
+            jobs: 8,
+            shutdown_grace: Duration::from_millis(200),
+            ..WorkerOptions::default()
+        };
         let mut config = RegistryConfig {
             input_broker: Arc::new(NatsInput::new(client.clone())),
+            process_id_prefix: Some(options.process_id_prefix()),
             ..RegistryConfig::default()
         };
         config.bash.default_working_dir = dir.map(|d| d.to_path_buf());
         let registry = Registry::with_config(config);
         let stop = CancellationToken::new();
         let until = stop.clone();
-        let options = WorkerOptions {
-            jobs: 8,
-            shutdown_grace: Duration::from_millis(200),
-            ..WorkerOptions::default()
-        };
         let task = tokio::spawn(async move {
             worker::run(client.clone(), registry, options, until.cancelled_owned())
                 .await
@@ -80,6 +83,105 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.stop.cancel();
+    }
+}
+
+/// A real `cmdr worker` process; SIGKILLed when dropped.
+pub struct WorkerProcess(pub std::process::Child);
+
+impl WorkerProcess {
+    /// A core worker with a random id, ready to take commands.
+    pub async fn start(server: &NatsServer) -> Self {
+        let child = Self::spawn(server, &[]);
+        let probe = async_nats::connect(server.url()).await.unwrap();
+        server.wait_for_subscribers(&probe).await;
+        Self(child)
+    }
+
+    /// A worker called `id` with `args` (e.g. `--durable`), ready once it answers on its
+    /// liveness subject (its last subscription).
+    pub async fn start_as(server: &NatsServer, id: &str, args: &[&str]) -> Self {
+        let mut all = vec!["--worker-id", id];
+        all.extend_from_slice(args);
+        let child = Self(Self::spawn(server, &all));
+        wait_until_alive(server, id).await;
+        child
+    }
+
+    /// [`WorkerProcess::start_as`] with its log at `filter` (`CMDR_LOG`, e.g.
+    /// `cmdr::orphans=debug`), its lines sent to the receiver as they are written.
+    pub async fn start_logged(
+        server: &NatsServer,
+        id: &str,
+        args: &[&str],
+        filter: &str,
+    ) -> (Self, std::sync::mpsc::Receiver<String>) {
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cmdr"))
+            .args(["worker", "--nats", &server.url(), "--grace-secs", "0"])
+            .args(["--worker-id", id])
+            .args(args)
+            .env("CMDR_LOG", filter)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = Self(child);
+        let stderr = child.0.stderr.take().unwrap();
+        let (lines, log) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                if lines.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        wait_until_alive(server, id).await;
+        (child, log)
+    }
+
+    fn spawn(server: &NatsServer, args: &[&str]) -> std::process::Child {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("cmdr"))
+            .args(["worker", "--nats", &server.url(), "--grace-secs", "0"])
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.0.id()).unwrap()
+    }
+}
+
+/// Waits until worker `id` answers on its liveness subject (its last subscription).
+async fn wait_until_alive(server: &NatsServer, id: &str) {
+    let probe = async_nats::connect(server.url()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let request = async_nats::Request::new()
+            .payload("readiness".into())
+            .timeout(Some(Duration::from_millis(500)));
+        if probe
+            .send_request(format!("cmdr.alive.{id}"), request)
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "worker {id} never came up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

@@ -71,3 +71,40 @@ async fn without_workers_the_local_command_fails_clearly() {
         Some("NO_WORKERS")
     );
 }
+
+/// Through a remote registry (`cmdr serve --nats`), a background start keeps its process
+/// fields, and the process commands reach the worker holding it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_commands_through_a_remote_registry_reach_the_process() {
+    let server = NatsServer::start();
+    let _worker = Worker::start(&server, None).await;
+    let registry = RemoteExecutor::registry(producer(&server).await);
+    let start = decode_command(
+        r#"{"commandType":"BASH_EXEC","command":"echo up; sleep 60","background":true,"ready":{"output":"up"}}"#,
+    )
+    .unwrap();
+    let messages = collect(registry.execute(start).await.unwrap()).await;
+    assert_ok(&messages);
+    let end = terminal(&messages);
+    let id = end
+        .process_id
+        .clone()
+        .expect("the process id crosses the bus");
+    assert_eq!(end.process_state.as_deref(), Some("running"));
+    assert!(end.next_offset.is_some(), "{end:#?}");
+    let read = decode_command(&format!(
+        r#"{{"commandType":"PROCESS_OUTPUT","process_id":"{id}","offset":0}}"#
+    ))
+    .unwrap();
+    let messages = collect(registry.execute(read).await.unwrap()).await;
+    assert_ok(&messages);
+    assert_eq!(data(&messages), "up\n");
+    assert_eq!(terminal(&messages).next_offset, Some(3));
+    let kill = decode_command(&format!(
+        r#"{{"commandType":"PROCESS_KILL","process_id":"{id}"}}"#
+    ))
+    .unwrap();
+    let messages = collect(registry.execute(kill).await.unwrap()).await;
+    assert_ok(&messages);
+    assert_eq!(terminal(&messages).process_state.as_deref(), Some("exited"));
+}

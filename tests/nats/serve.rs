@@ -23,6 +23,7 @@ async fn a_server_state_with_nats_runs_commands_on_the_worker_pool() {
             landlock: false,
             combined_limit: cmdr_executors::DEFAULT_COMBINED_LIMIT,
             shell_env: Default::default(),
+            max_concurrent: cmdr_executors::DEFAULT_MAX_CONCURRENT,
         },
         None,
     )

@@ -3,6 +3,7 @@
 
 use cmdr_test_support::fake_llm;
 mod floods;
+mod queueing;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -552,8 +552,10 @@ async fn the_database_survives_a_restart_and_the_conversation_continues() {
         .unwrap();
     let raw = llm.raw_requests();
     let (second, third) = (&raw[1], &raw[2]);
-    let suffix: &[u8] = b"],\"stream\":true}";
-    let prefix = &second[..second.len() - suffix.len()];
+    let settings: &[u8] =
+        b"],\"stream\":true,\"max_tokens\":4096,\"stop\":[\"\\n<tool_results>\",\"\\n[exit status\"]}";
+    assert!(second.ends_with(settings));
+    let prefix = &second[..second.len() - settings.len()];
     assert!(
         third.starts_with(prefix),
         "the history reloaded from the database is sent byte for byte as before"

@@ -3,6 +3,7 @@
 
 mod cli;
 mod error_codes;
+mod exec_processes;
 mod interrupt;
 mod odd_files;
 mod process_tree;

@@ -183,3 +183,34 @@ async fn env_names_that_cannot_be_set_are_refused() {
     .await;
     assert_eq!(data(&messages), "b=c\n");
 }
+
+/// `cmdr exec` puts its shell in a cgroup under `cmdr-<pid>/` and removes them when it
+/// exits, so the next cmdr has nothing to sweep at start-up (issue 19).
+#[tokio::test]
+async fn cmdr_exec_leaves_no_cgroup_behind() {
+    let Some(TreeMechanism::Cgroup(ours)) = registry(true).confinement().process_trees.clone()
+    else {
+        return; // No writable cgroup v2 here: the marker leaves nothing behind.
+    };
+    let parent = ours.parent().unwrap().to_owned();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cmdr"))
+        .args([
+            "exec",
+            "--combine",
+            r#"{"commandType":"BASH_EXEC","command":"cat /proc/self/cgroup"}"#,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let result: cmdr_executors::OutputResult = serde_json::from_slice(&out.stdout).unwrap();
+    let base = format!("cmdr-{pid}");
+    assert!(
+        result.result_data.contains(&format!("/{base}/")),
+        "the shell ran in a cgroup of cmdr's: {}",
+        result.result_data
+    );
+    assert!(!parent.join(&base).exists(), "{base} removed at exit");
+}

@@ -350,3 +350,20 @@ fn markdown_renders_safely() {
 async fn without_a_model_the_page_says_how_to_configure_one() {
     run("no_model", None).await;
 }
+
+/// The processes panel: a REST-started process listed, tailed live (resuming after the
+/// network drops), typed into and stopped; the agent's own background process appears
+/// by itself in its conversation's panel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_processes_panel_tails_types_and_stops() {
+    run(
+        "processes",
+        Some(vec![
+            Reply::text(
+                "Starting the watcher.\n\n<shell background>echo watching; sleep 600</shell>",
+            ),
+            Reply::text("It is running in the background as **p2**."),
+        ]),
+    )
+    .await;
+}

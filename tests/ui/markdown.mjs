@@ -44,14 +44,26 @@ check('blockquote and rule', renderMarkdown('> q\n\n---'), '<blockquote><p>q</p>
 // <shell> segments: the text is split, never changed.
 const reply = 'Look:\n<shell>ls -la</shell> <shell>cat "a b"</shell>\nDone <shell>echo';
 const segments = splitShell(reply);
+const sh = (command, closed, attributes = {}, tag = 'shell') => ({ type: 'shell', tag, attributes, command, closed });
 check('segments', segments, [
   { type: 'text', text: 'Look:\n' },
-  { type: 'shell', command: 'ls -la', closed: true },
+  sh('ls -la', true),
   { type: 'text', text: ' ' },
-  { type: 'shell', command: 'cat "a b"', closed: true },
+  sh('cat "a b"', true),
   { type: 'text', text: '\nDone ' },
-  { type: 'shell', command: 'echo', closed: false },
+  sh('echo', false),
 ]);
+// Attributes and the process tags (docs/agents.md).
+check('process tags', splitShell('<shell background port=8000>srv</shell>\n<process-output id="p1"/><process-input id=\'p1\' key="enter"/><process-kill>p1</process-kill><shell a="x"b>no</shell>'), [
+  sh('srv', true, { background: '', port: '8000' }),
+  { type: 'text', text: '\n' },
+  sh('', true, { id: 'p1' }, 'process-output'),
+  sh('', true, { id: 'p1', key: 'enter' }, 'process-input'),
+  sh('p1', true, {}, 'process-kill'),
+  { type: 'text', text: '<shell a="x"b>no</shell>' },
+]);
+check('a partial opener with attributes is held back', splitShell('run <shell background rea', { streaming: true }), [{ type: 'text', text: 'run ' }]);
+check('a comparison is not held back', splitShell('if a <b then', { streaming: true }), [{ type: 'text', text: 'if a <b then' }]);
 check('a partial opener is held back while streaming', splitShell('run <she', { streaming: true }), [{ type: 'text', text: 'run ' }]);
 check('but shown when complete', splitShell('run <she'), [{ type: 'text', text: 'run <she' }]);
 

@@ -71,6 +71,12 @@ async function json(method, path, options) {
 
 const seg = encodeURIComponent;
 
+/** `path` with `conversation=<id>` added to its query when a conversation is given. */
+function withScope(path, conversation) {
+  if (!conversation) return path;
+  return `${path}${path.includes('?') ? '&' : '?'}conversation=${seg(conversation)}`;
+}
+
 export const api = {
   health: () => json('GET', 'health'),
   agents: async () => (await json('GET', 'agents')).agents || [],
@@ -88,6 +94,24 @@ export const api = {
   answerInput: (commandId, value) => json('POST', `commands/${seg(commandId)}/input`, {
     body: { value, key: localStorage.getItem(ANSWER_KEY) || '' },
   }),
+
+  // Background processes (docs/processes.md), of one conversation when `conversation` is
+  // given (`?conversation=<id>`), else the server's default list.
+  processes: async (conversation) => (await json('GET', withScope('processes', conversation))).processes || [],
+  processInput: (id, input, conversation) => json('POST', withScope(`processes/${seg(id)}/input`, conversation), {
+    body: { input, yield_ms: 0 },
+  }),
+  processKill: (id, conversation) => json('POST', withScope(`processes/${seg(id)}/kill`, conversation), { body: {} }),
+
+  /**
+   * `GET /processes/:id/output?stream=true&offset=`: calls `onEvent` with each `output`
+   * and the final `end` event until the stream ends (or `signal` aborts it).
+   */
+  async processOutput(id, offset, conversation, signal, onEvent) {
+    const path = withScope(`processes/${seg(id)}/output?stream=true&offset=${offset}`, conversation);
+    const response = await request('GET', path, { signal });
+    await readSse(response, onEvent);
+  },
 
   /**
    * `POST /agents/:agent/stream`: calls `onEvent` with every SSE `data:` object until the

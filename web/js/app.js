@@ -16,6 +16,7 @@ import { h, icon, commandLabel, formatWhen } from './dom.js';
 import {
   AssistantView, ToolGroupView, userMessage, turnElement, errorCard, infoNote,
 } from './transcript.js';
+import { ProcessPanel } from './processes.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -48,6 +49,13 @@ const el = {
   stop: $('stop-button'),
   folder: $('working-folder'),
 };
+
+// The background processes of the conversation shown.
+const processes = new ProcessPanel({
+  panel: $('process-panel'),
+  toggle: $('processes-toggle'),
+  count: $('processes-count'),
+});
 
 // The transcript: turns, then pending questions, then the progress line of a command run.
 const turnsBox = h('div', { class: 'turns', testid: 'turns' });
@@ -417,6 +425,7 @@ function newConversation() {
   state.conversation = null;
   resetTranscript();
   writeHash();
+  processes.setConversation(null);
   renderConversations();
   showConversationHeader();
   updateEmptyState();
@@ -429,6 +438,7 @@ async function openConversation(id) {
   state.conversationId = id;
   state.conversation = state.conversations.find((c) => c.id === id) || null;
   writeHash();
+  processes.setConversation(id);
   renderConversations();
   showConversationHeader();
   const controller = new AbortController();
@@ -466,6 +476,7 @@ async function adoptConversation(id) {
   if (state.conversationId === id) return;
   state.conversationId = id;
   writeHash();
+  processes.setConversation(id);
   await loadConversations();
   state.conversation = state.conversations.find((c) => c.id === id) || { id, title: '', agentName: state.agent };
   showConversationHeader();
@@ -580,6 +591,7 @@ async function send() {
         break;
       case 'tool-result':
         part(event).finish(event);
+        processes.onAgentEvent(event);
         break;
       case 'iteration-end':
         if (assistant) assistant.finish('ok');
@@ -597,7 +609,11 @@ async function send() {
           if (!assistant.content) assistant.el.remove();
         }
         if (event.reason === 'max-iterations') {
-          appendTurn(infoNote('Stopped after the iteration limit: the last results were recorded but the model was not asked again.'));
+          appendTurn(infoNote('Stopped at the iteration limit: the commands of the last reply were not run.'));
+        } else if (event.reason === 'max-tokens') {
+          appendTurn(infoNote('The reply was cut off by the length limit (max_tokens): its commands were not run.'));
+        } else if (event.reason === 'repeating') {
+          appendTurn(infoNote('Stopped: the agent kept repeating the same commands with the same results.'));
         } else if (event.reason === 'stopped') {
           appendTurn(infoNote('Stopped.'));
         }
@@ -838,6 +854,8 @@ function reportOutcome(label, outcome) {
     completed: `Command “${label}” completed.`,
     stopped: `Command “${label}” was stopped.`,
     'max-iterations': `Command “${label}” ended at the iteration limit.`,
+    'max-tokens': `Command “${label}” ended: a reply was cut off by the length limit.`,
+    repeating: `Command “${label}” ended: the agent kept repeating itself.`,
     max_iterations: `Command “${label}” ended at the iteration limit.`,
   }[status] || `Command “${label}” ended (${status}).`;
   appendTurn(infoNote(text, 'command-outcome'));
@@ -979,6 +997,7 @@ async function boot() {
   const names = state.agents.map((a) => a.name);
   const agent = [wanted.agent, localStorage.getItem('cmdr.agent')].find((n) => n && names.includes(n)) || names[0];
   await selectAgent(agent, { conversationId: wanted.agent === agent ? wanted.conversation : null });
+  await processes.refresh();
   document.body.dataset.ready = 'true';
 }
 

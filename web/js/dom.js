@@ -48,6 +48,9 @@ const ICONS = {
   play: '<path d="M7 5l12 7-12 7z" fill="currentColor"/>',
   chevron: `<path d="M8 10l4 4 4-4" ${STROKE}/>`,
   sparkle: `<path d="M12 3v4M12 17v4M3 12h4M17 12h4M6 6l2.5 2.5M15.5 15.5L18 18M6 18l2.5-2.5M15.5 8.5L18 6" ${STROKE}/>`,
+  stop: '<rect x="6" y="6" width="12" height="12" rx="2" fill="currentColor"/>',
+  close: `<path d="M6 6l12 12M18 6L6 18" ${STROKE}/>`,
+  processes: `<rect x="3" y="4" width="18" height="16" rx="2" ${STROKE}/><path d="M7 9l3 3-3 3M12 15h5" ${STROKE}/>`,
   copy: `<rect x="8" y="8" width="12" height="12" rx="2" ${STROKE}/><path d="M16 8V6a2 2 0 00-2-2H6a2 2 0 00-2 2v8a2 2 0 002 2h2" ${STROKE}/>`,
 };
 

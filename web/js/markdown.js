@@ -15,43 +15,69 @@ export function escapeHtml(text) {
   return String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
 }
 
-const OPEN = '<shell>';
-const CLOSE = '</shell>';
+// The opening tags of commands (docs/agents.md): `<shell>` with optional attributes
+// (`<shell background port="3000">`) and the process tags, which may close themselves
+// (`<process-output id="p1"/>`). Same grammar as the loop's detector.
+const OPEN_TAG = /<(shell|process-output|process-input|process-kill)((?:[ \t]+[A-Za-z][A-Za-z0-9_-]*(?:=(?:"[^"<\r\n]*"|'[^'<\r\n]*'|[^ \t\r\n"'<>=/]+))?)*)[ \t]*(\/?)>/g;
+const ATTRIBUTE = /([A-Za-z][A-Za-z0-9_-]*)(?:=(?:"([^"<\r\n]*)"|'([^'<\r\n]*)'|([^ \t\r\n"'<>=/]+)))?/g;
+const OPENERS = ['<shell', '<process-output', '<process-input', '<process-kill'];
+
+/** The attributes of an opening tag, as `{name: value}` (`''` for a bare name). */
+function attributesOf(text) {
+  const out = {};
+  for (const m of text.matchAll(ATTRIBUTE)) out[m[1]] = m[2] ?? m[3] ?? m[4] ?? '';
+  return out;
+}
 
 /**
- * Splits a reply into `{type:'text', text}` and `{type:'shell', command, closed}` segments,
- * in order. An unclosed `<shell>` (a reply still streaming, or cut off) yields a final
- * segment with `closed: false`. With `streaming`, a trailing partial `<shell>` opener is
- * held back so it does not flash as text.
+ * Splits a reply into `{type:'text', text}` and `{type:'shell', command, closed, tag,
+ * attributes}` segments, in order (`tag`: `shell` or a process tag; `command`: what is
+ * between the tags). An unclosed tag (a reply still streaming, or cut off) yields a final
+ * segment with `closed: false`. With `streaming`, a trailing partial opener is held back
+ * so it does not flash as text.
  */
 export function splitShell(content, { streaming = false } = {}) {
   const segments = [];
   let pos = 0;
   while (pos < content.length) {
-    const open = content.indexOf(OPEN, pos);
-    if (open < 0) {
+    OPEN_TAG.lastIndex = pos;
+    const open = OPEN_TAG.exec(content);
+    if (!open) {
       let text = content.slice(pos);
       if (streaming) text = withoutPartialOpener(text);
       if (text) segments.push({ type: 'text', text });
       break;
     }
-    if (open > pos) segments.push({ type: 'text', text: content.slice(pos, open) });
-    const close = content.indexOf(CLOSE, open + OPEN.length);
+    if (open.index > pos) segments.push({ type: 'text', text: content.slice(pos, open.index) });
+    const tag = open[1];
+    const attributes = attributesOf(open[2]);
+    const body = open.index + open[0].length;
+    if (open[3] === '/') {
+      segments.push({ type: 'shell', tag, attributes, command: '', closed: true });
+      pos = body;
+      continue;
+    }
+    const closeTag = `</${tag}>`;
+    const close = content.indexOf(closeTag, body);
     if (close < 0) {
-      segments.push({ type: 'shell', command: content.slice(open + OPEN.length), closed: false });
+      segments.push({ type: 'shell', tag, attributes, command: content.slice(body), closed: false });
       break;
     }
-    segments.push({ type: 'shell', command: content.slice(open + OPEN.length, close), closed: true });
-    pos = close + CLOSE.length;
+    segments.push({ type: 'shell', tag, attributes, command: content.slice(body, close), closed: true });
+    pos = close + closeTag.length;
   }
   return segments;
 }
 
+/** `text` without a trailing `<…` that may still become an opening tag. */
 function withoutPartialOpener(text) {
-  for (let n = Math.min(OPEN.length - 1, text.length); n > 0; n--) {
-    if (text.endsWith(OPEN.slice(0, n))) return text.slice(0, text.length - n);
-  }
-  return text;
+  const lt = text.lastIndexOf('<');
+  if (lt < 0) return text;
+  const tail = text.slice(lt);
+  if (tail.length > 512 || /[>\r\n]/.test(tail)) return text;
+  const name = tail.match(/^<[a-z-]*/)[0];
+  const maybe = OPENERS.some((o) => (name.length < o.length ? o.startsWith(name) : name === o && (tail.length === o.length || /[ \t/]/.test(tail[o.length]))));
+  return maybe ? text.slice(0, lt) : text;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -111,9 +111,7 @@ export class AssistantView {
           shellGroup = h('div', { class: 'shell-block', testid: 'shell-block' });
           this.body.append(shellGroup);
         }
-        shellGroup.append(h('div', { class: 'shell-line' + (segment.closed ? '' : ' open') },
-          h('span', { class: 'shell-prompt', text: '$' }),
-          h('code', { text: segment.command.trim() })));
+        shellGroup.append(shellLine(segment));
         continue;
       }
       // Whitespace between two shell tags keeps them in one terminal block.
@@ -250,7 +248,7 @@ export function parseToolTurn(content, toolRuns) {
   let pos = 0;
   for (let k = 0; k < runs.length; k++) {
     const run = runs[k];
-    const header = `$ ${run.command}\n`;
+    const header = `${sign(run)} ${run.command}\n`;
     let start = content.startsWith(header, pos) ? pos : content.indexOf(header, pos);
     let bodyStart;
     if (start < 0) {
@@ -261,7 +259,7 @@ export function parseToolTurn(content, toolRuns) {
     let end = content.length;
     const next = runs[k + 1];
     if (next) {
-      const at = content.indexOf(`\n\n$ ${next.command}\n`, bodyStart);
+      const at = content.indexOf(`\n\n${sign(next)} ${next.command}\n`, bodyStart);
       if (at >= 0) end = at;
     }
     blocks.push({
@@ -274,6 +272,11 @@ export function parseToolTurn(content, toolRuns) {
     pos = next ? Math.min(content.length, end + 2) : content.length;
   }
   return blocks;
+}
+
+/** `?` before an `<ask>` question's block, `$` before a command's. */
+function sign(run) {
+  return run.question ? '?' : '$';
 }
 
 function firstCommand(content) {
@@ -343,4 +346,26 @@ export function errorCard(code, message) {
 
 export function infoNote(text, testid = 'run-note') {
   return h('div', { class: 'run-note', testid, text });
+}
+
+/** One line of a reply's terminal block: `$ command` (with a `background` tag), or a
+ * process tag as `› output p1`, `› input p1: y`, `› stop p1`. */
+function shellLine(segment) {
+  const line = h('div', { class: 'shell-line' + (segment.closed ? '' : ' open'), testid: 'shell-line' });
+  const command = segment.command.trim();
+  const a = segment.attributes || {};
+  if (!segment.tag || segment.tag === 'shell') {
+    line.append(h('span', { class: 'shell-prompt', text: '$' }), h('code', { text: command }));
+    const background = 'background' in a || 'ready' in a || 'port' in a || 'url' in a;
+    if (background && a.background !== 'false') line.append(h('span', { class: 'shell-tag', text: 'background' }));
+    return line;
+  }
+  const id = a.id || command;
+  const what = {
+    'process-output': `output ${id}`,
+    'process-input': `input ${id}: ${[command, a.key ? `[${a.key}]` : '', 'eof' in a ? '[eof]' : ''].filter(Boolean).join(' ')}`,
+    'process-kill': `stop ${id}${a.signal ? ` (${a.signal})` : ''}`,
+  }[segment.tag];
+  line.append(h('span', { class: 'shell-prompt', text: '›' }), h('code', { text: what }));
+  return line;
 }

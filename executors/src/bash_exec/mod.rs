@@ -14,11 +14,14 @@
 //! - Background processes left running by a script that exits normally keep running; the
 //!   result does not wait for them beyond [`pump::DRAIN_AFTER_EXIT`].
 
+mod background;
 mod env;
 mod env_policy;
 mod process;
 mod pump;
 mod sandbox;
+mod session;
+mod session_frame;
 mod tree;
 
 use std::path::PathBuf;
@@ -30,14 +33,18 @@ use crate::confine::PathPolicy;
 use crate::error::ExecError;
 use crate::executor::{ExecContext, ExecFuture, Executor};
 use crate::outcome::{human_duration, Outcome};
+use crate::process::ProcessTable;
 use crate::protocol::{BashExecCommand, Command};
 use crate::ErrorCode;
+
+pub(crate) use background::describe;
+pub use background::DEFAULT_YIELD;
 
 pub use env_policy::{EnvPolicy, Inherit, CORE_VARS, DEFAULT_EXCLUDES, NEVER_INHERITED};
 pub use process::{CWD_REPORT_FD, SHELL_STARTUP_VARS};
 pub use pump::{DRAIN_AFTER_EXIT, FLUSH_BYTES, FLUSH_INTERVAL};
 pub use sandbox::{Sandbox, SandboxStatus};
-pub use tree::{TreeMechanism, MARKER_VAR};
+pub use tree::{remove_cgroups, TreeMechanism, MARKER_VAR};
 
 /// Settings of the `BASH_EXEC` executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +87,8 @@ pub struct BashExec {
     config: BashExecConfig,
     /// `setsid` when cmdr has a controlling terminal (shells get none).
     setsid: Option<PathBuf>,
+    /// `setsid` for `tty` processes (found wherever cmdr runs).
+    tty_setsid: Option<PathBuf>,
     /// The environment shells start with ([`BashExecConfig::env_policy`] applied to
     /// cmdr's environment once, when the executor is made).
     base_env: Arc<[(String, String)]>,
@@ -87,6 +96,10 @@ pub struct BashExec {
     paths: PathPolicy,
     /// The Landlock-restricted spawner, when writes are confined.
     sandbox: Option<Arc<Sandbox>>,
+    /// Where background processes go; `None`: `background` is refused.
+    processes: Option<ProcessTable>,
+    /// The persistent shell sessions by name.
+    sessions: Arc<session::Sessions>,
 }
 
 impl BashExec {
@@ -96,6 +109,7 @@ impl BashExec {
             base_env: config.env_policy.apply_to_process().into(),
             config,
             setsid: process::session_leader(),
+            tty_setsid: process::setsid_program(),
             ..Self::default()
         }
     }
@@ -111,6 +125,12 @@ impl BashExec {
         self
     }
 
+    /// Runs `background` commands as processes of `table` (docs/processes.md).
+    pub fn with_processes(mut self, table: ProcessTable) -> Self {
+        self.processes = Some(table);
+        self
+    }
+
     /// Spawns every shell through `sandbox`, so its writes are confined by Landlock.
     pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
         self.sandbox = Some(sandbox);
@@ -123,7 +143,10 @@ impl Executor for BashExec {
         Box::pin(async move {
             let cmd = BashExecCommand::try_from(command)?;
             env::check(cmd.env.as_ref())?;
-            let dir = self.working_dir(&cmd)?;
+            // A session command without `working_dir` stays where its session is: only a
+            // new session's start directory is resolved (and checked), when it starts.
+            let stays = cmd.session.is_some() && cmd.working_dir.is_none();
+            let dir = if stays { None } else { self.working_dir(&cmd)? };
             let started = Instant::now();
             let spawn = process::SpawnOptions {
                 shell: &self.config.shell,
@@ -131,8 +154,47 @@ impl Executor for BashExec {
                 env: &self.config.env,
                 cgroups: self.config.cgroups,
                 setsid: self.setsid.as_deref(),
+                tty_setsid: self.tty_setsid.as_deref(),
             };
             let sandbox = self.sandbox.as_deref();
+            if cmd.ready.is_some() && !cmd.background {
+                return Err(ExecError::InvalidInput(
+                    "ready applies to background processes only (set background: true)".to_owned(),
+                ));
+            }
+            let tty = background::terminal_size(&cmd)?;
+            if cmd.session.is_some() {
+                let Some(table) = &self.processes else {
+                    return Err(ExecError::InvalidInput(
+                        "shell sessions are not enabled in this registry".to_owned(),
+                    ));
+                };
+                let start_dir = || self.working_dir(&cmd);
+                let launch = session::Launch {
+                    table,
+                    spawn: &spawn,
+                    dir: dir.as_deref(),
+                    start_dir: &start_dir,
+                    sandbox,
+                };
+                let grace = self.config.kill_grace;
+                return self.sessions.run(&launch, &cmd, &ctx, grace).await;
+            }
+            if cmd.background {
+                let Some(table) = &self.processes else {
+                    return Err(ExecError::InvalidInput(
+                        "background processes are not enabled in this registry".to_owned(),
+                    ));
+                };
+                let launch = background::Launch {
+                    table,
+                    spawn: &spawn,
+                    dir: dir.as_deref(),
+                    sandbox,
+                    tty,
+                };
+                return background::start(&launch, &cmd, &ctx).await;
+            }
             let mut shell = process::Shell::spawn(&spawn, &cmd, dir.as_deref(), sandbox).await?;
             let pumped = pump::pump(&mut shell, &ctx, self.config.kill_grace).await;
             let final_cwd = shell.final_cwd();

@@ -139,8 +139,8 @@ impl Chunk {
 }
 
 /// One read into `buf`'s spare capacity (never zero-filled); pending forever once the
-/// pipe is closed.
-async fn read_some<P: AsyncRead + Unpin>(
+/// pipe is closed. (Also the background and session actors'.)
+pub(super) async fn read_some<P: AsyncRead + Unpin>(
     pipe: &mut Option<P>,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<usize> {
@@ -150,7 +150,36 @@ async fn read_some<P: AsyncRead + Unpin>(
     }
 }
 
-async fn sleep_until(deadline: Option<Instant>) {
+thread_local! {
+    /// The buffer [`read_with`] reads into: one per thread, not one per pipe.
+    static SCRATCH: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; READ_BUF].into_boxed_slice());
+}
+
+/// One read of at most 64 KiB, handed to `sink` straight from a per-thread buffer: a
+/// reader holds no buffer of its own while it waits (100 idle background processes would
+/// otherwise keep 100 × 2 × 64 KiB of read buffers, touched and resident). Returns the
+/// bytes read (0 at end-of-file); pending forever once the pipe is closed.
+pub(super) async fn read_with<P: AsyncRead + Unpin>(
+    pipe: &mut Option<P>,
+    mut sink: impl FnMut(&[u8]),
+) -> std::io::Result<usize> {
+    let Some(pipe) = pipe else {
+        return std::future::pending().await;
+    };
+    std::future::poll_fn(|cx| {
+        SCRATCH.with_borrow_mut(|buf| {
+            let mut read = tokio::io::ReadBuf::new(buf);
+            std::task::ready!(std::pin::Pin::new(&mut *pipe).poll_read(cx, &mut read))?;
+            sink(read.filled());
+            std::task::Poll::Ready(Ok(read.filled().len()))
+        })
+    })
+    .await
+}
+
+/// Resolves at `deadline`; never without one.
+pub(super) async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

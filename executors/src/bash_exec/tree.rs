@@ -18,7 +18,8 @@
 //!
 //! Both come on top of the process-group signals (the floor). A script that exits normally
 //! leaves its background processes running (by design): its cgroup is reused only once
-//! empty, and a later cmdr removes the cgroups of a cmdr that is gone.
+//! empty. The `cmdr` binary removes its empty cgroups at exit ([`remove_cgroups`]), and a
+//! later cmdr removes those of a cmdr that is gone.
 //!
 //! [`BashExecConfig::cgroups`]: super::BashExecConfig::cgroups
 
@@ -88,16 +89,48 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 
 fn shared() -> &'static Shared {
     SHARED.get_or_init(|| {
-        let base = cgroup_base();
+        let (base, idle) = match cgroup_base() {
+            Some((base, first)) => (Some(base), vec![first]),
+            None => (None, Vec::new()),
+        };
         match &base {
             Some(base) => tracing::debug!(base = %base.display(), "process trees: cgroup v2"),
             None => tracing::debug!("process trees: no writable cgroup v2, environment marker"),
         }
         Shared {
             base,
-            cgroups: Mutex::default(),
+            cgroups: Mutex::new(Cgroups {
+                idle,
+                lingering: Vec::new(),
+            }),
         }
     })
+}
+
+/// Removes this process's cgroups at exit: the idle ones, the lingering ones that have
+/// emptied since, and `cmdr-<pid>` itself when nothing is left in it (a script's
+/// background processes that outlive cmdr keep theirs; a later cmdr sweeps it once they
+/// are gone). Call once no command runs any more; does nothing when no command ever
+/// asked for a cgroup. Without it, the next cmdr's start-up pays for the sweep.
+pub fn remove_cgroups() {
+    let Some(shared) = SHARED.get() else {
+        return;
+    };
+    let (Some(base), Ok(mut cgroups)) = (&shared.base, shared.cgroups.lock()) else {
+        return;
+    };
+    for cgroup in cgroups.idle.drain(..) {
+        cgroup.remove();
+    }
+    let lingering = std::mem::take(&mut cgroups.lingering);
+    for cgroup in lingering {
+        if cgroup.is_empty() {
+            cgroup.remove();
+        } else {
+            cgroups.lingering.push(cgroup);
+        }
+    }
+    let _ = fs::remove_dir(base);
 }
 
 /// The mechanism in force: cgroups when `cgroups` is allowed and available.
@@ -245,8 +278,9 @@ impl Tree {
 }
 
 /// `cmdr-<pid>` under this process's own cgroup v2, created (with leftovers of dead cmdrs
-/// swept), or `None` when there is no writable cgroup v2.
-fn cgroup_base() -> Option<PathBuf> {
+/// swept), with a first cgroup made in it (the proof that it is usable, kept for the
+/// first command), or `None` when there is no writable cgroup v2.
+fn cgroup_base() -> Option<(PathBuf, Cgroup)> {
     let mount = cgroup2_mount()?;
     let own = fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
@@ -258,12 +292,15 @@ fn cgroup_base() -> Option<PathBuf> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(_) => return None,
     }
-    // Usable only if a cgroup can be made inside (and it holds the kill switch).
-    let probe = base.join("probe");
-    fs::create_dir(&probe).ok()?;
-    let usable = probe.join("cgroup.procs").exists();
-    let _ = fs::remove_dir(&probe);
-    usable.then_some(base)
+    // Usable only if a cgroup can be made inside, with its `cgroup.procs` open.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    match Cgroup::create(base.join(format!("c{n}"))) {
+        Ok(first) => Some((base, first)),
+        Err(_) => {
+            let _ = fs::remove_dir(&base);
+            None
+        }
+    }
 }
 
 /// The cgroup v2 mount point (`/sys/fs/cgroup` preferred).

@@ -20,6 +20,11 @@ fn message(status: ExecutionStatus, data: &str, text: &str) -> OutputResult {
         final_cwd: None,
         duration_ms: None,
         truncated_bytes: None,
+        process_id: None,
+        process_state: None,
+        next_offset: None,
+        truncated_before: None,
+        queue: None,
     }
 }
 

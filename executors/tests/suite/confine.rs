@@ -5,11 +5,12 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use cmdr_executors::{
-    ExecutionStatus, OutputResult, PathPolicy, Registry, RegistryConfig, SandboxStatus,
+    ExecutionStatus, OutputResult, PathPolicy, Registry, RegistryConfig, SandboxStatus, Scope,
 };
 use serde_json::{json, Value};
 
-use super::{assert_failed, data, run, terminal};
+use super::processes::read_until;
+use super::{assert_failed, data, run, terminal, PATIENCE};
 
 /// A root with a file and a sub-directory, and an outside directory with a secret.
 struct Layout {
@@ -273,6 +274,130 @@ async fn landlock_confines_what_shells_write_or_says_it_cannot() {
     .await;
     assert_failed(&rm, "EXIT_STATUS");
     assert!(l.outside.join("secret.txt").exists());
+}
+
+#[tokio::test]
+async fn background_processes_and_sessions_are_held_to_the_roots_like_one_shot_commands() {
+    let l = layout();
+    let registry = confined(&l.root, false);
+    let ran = l.outside.join("ran");
+    let touch = format!("touch {}", ran.display());
+    let starts = [
+        json!({"commandType":"BASH_EXEC","command":touch,"working_dir":l.outside,"background":true}),
+        json!({"commandType":"BASH_EXEC","command":touch,"working_dir":l.outside,"background":true,
+               "tty":true}),
+        json!({"commandType":"BASH_EXEC","command":touch,"working_dir":l.outside,"session":"s"}),
+        // Through `..` out of a root.
+        json!({"commandType":"BASH_EXEC","command":touch,"working_dir":l.root.join("../outside"),
+               "background":true}),
+    ];
+    for start in starts {
+        assert_denied(&end_of(&registry, start).await, "working_dir", &l.root);
+    }
+    // Without working_dir they would run in cmdr's own directory, outside the root.
+    for start in [
+        json!({"commandType":"BASH_EXEC","command":touch,"background":true}),
+        json!({"commandType":"BASH_EXEC","command":touch,"session":"t"}),
+    ] {
+        assert_denied(
+            &end_of(&registry, start).await,
+            "no working_dir given",
+            &l.root,
+        );
+    }
+    // A session made inside the root cannot be pointed outside by a later command.
+    let inside = end_of(
+        &registry,
+        json!({"commandType":"BASH_EXEC","command":"pwd","working_dir":l.root,"session":"u"}),
+    )
+    .await;
+    assert_eq!(inside.status, ExecutionStatus::Succeeded, "{inside:?}");
+    let later = end_of(
+        &registry,
+        json!({"commandType":"BASH_EXEC","command":touch,"working_dir":l.outside,"session":"u"}),
+    )
+    .await;
+    assert_denied(&later, "working_dir", &l.root);
+    // A later command without working_dir stays where the session is (inside the root),
+    // wherever cmdr's own directory lies.
+    let sub = l.root.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let moved = end_of(
+        &registry,
+        json!({"commandType":"BASH_EXEC","command":"cd sub","session":"u"}),
+    )
+    .await;
+    assert_eq!(moved.status, ExecutionStatus::Succeeded, "{moved:?}");
+    let stayed = end_of(
+        &registry,
+        json!({"commandType":"BASH_EXEC","command":"pwd","session":"u"}),
+    )
+    .await;
+    assert_eq!(stayed.status, ExecutionStatus::Succeeded, "{stayed:?}");
+    assert_eq!(
+        stayed.final_cwd.as_deref(),
+        Some(sub.canonicalize().unwrap().to_str().unwrap())
+    );
+    assert!(!ran.exists(), "no denied process ran");
+    registry.shutdown(std::time::Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn landlock_confines_background_processes_tty_processes_and_sessions() {
+    let l = layout();
+    let registry = confined(&l.root, true);
+    let status = registry.confinement().landlock.clone().unwrap();
+    if let SandboxStatus::Unsupported(why) = &status {
+        // Honest report, and nothing claimed (as for one-shot commands).
+        assert!(status.to_string().starts_with("not enforced: "), "{why}");
+        return;
+    }
+    let attack = |kind: &str| {
+        format!(
+            "echo in > {}; echo out > {} || echo refused-{kind}",
+            l.root.join(kind).display(),
+            l.outside.join(kind).display()
+        )
+    };
+    for (kind, tty) in [("background", false), ("tty", true)] {
+        let started = end_of(
+            &registry,
+            json!({"commandType":"BASH_EXEC","command":attack(kind),"working_dir":l.root,
+                   "background":true,"tty":tty,"yield_ms":0}),
+        )
+        .await;
+        let id = started.process_id.clone().expect("started");
+        let output = read_until(&registry, &id, &format!("refused-{kind}")).await;
+        assert!(output.contains("Permission denied"), "{kind}: {output:?}");
+        registry
+            .processes()
+            .get(&Scope::default(), &id)
+            .unwrap()
+            .wait_exit(PATIENCE)
+            .await;
+    }
+    // The session, and a later command in the same shell.
+    for kind in ["session", "session-again"] {
+        let messages = run(
+            &registry,
+            json!({"commandType":"BASH_EXEC","command":attack(kind),"working_dir":l.root,
+                   "session":"s"}),
+        )
+        .await;
+        assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded);
+        let output = data(&messages);
+        assert!(output.contains(&format!("refused-{kind}")), "{output:?}");
+    }
+    for kind in ["background", "tty", "session", "session-again"] {
+        assert!(
+            !l.outside.join(kind).exists(),
+            "Landlock stopped the {kind} write outside"
+        );
+    }
+    for kind in ["background", "tty", "session"] {
+        assert_eq!(std::fs::read_to_string(l.root.join(kind)).unwrap(), "in\n");
+    }
+    registry.shutdown(std::time::Duration::from_secs(1)).await;
 }
 
 #[test]

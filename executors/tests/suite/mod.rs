@@ -9,8 +9,15 @@ mod file_read;
 mod file_write;
 mod list_directory;
 mod patch_file;
+mod process_attacks;
+mod process_ids;
+mod processes;
 mod protocol;
+mod pty;
+mod queueing;
 mod runtime;
+mod scopes;
+mod sessions;
 mod user_input;
 
 pub use cmdr_test_support::results::*;

@@ -59,6 +59,13 @@ fn bash_fields_decode_exactly() {
             timeout_ms: Some(60000),
             env: Some([("CI".to_owned(), "1".to_owned())].into()),
             base_env: None,
+            background: false,
+            yield_ms: None,
+            ready: None,
+            tty: false,
+            cols: None,
+            rows: None,
+            session: None,
         }
     );
 }
@@ -87,6 +94,11 @@ fn results_encode_with_the_published_names_and_omit_empty_fields() {
         final_cwd: None,
         duration_ms: None,
         truncated_bytes: None,
+        process_id: None,
+        process_state: None,
+        next_offset: None,
+        truncated_before: None,
+        queue: None,
     };
     assert_eq!(
         serde_json::to_value(&result).unwrap(),

@@ -1,14 +1,27 @@
 //! Following a command's results in `CMDR_RESULTS` (durable mode), through outages.
 //!
-//! A task reads the results with an ordered consumer from the first one on, remembers the
-//! stream sequence of the last one delivered, and when the consumer fails (the server
-//! restarted, the connection dropped) makes a new one that starts right after it — so
-//! nothing is missed or repeated. It stops after the terminal result, when the reader goes
-//! away, or after [`GIVE_UP_AFTER`] of consecutive failures.
+//! A task reads the results with an ephemeral consumer (no acks, in memory) from the first
+//! one on, remembers the stream sequence of the last one delivered, and when the consumer
+//! fails (the server restarted, the connection dropped) makes a new one that starts right
+//! after it — so nothing is missed or repeated. It stops after the terminal result, when
+//! the reader goes away, or after [`GIVE_UP_AFTER`] of consecutive failures.
+//!
+//! The consumer is R1 (one node holds it): when that node dies, nothing tells the client,
+//! which only notices that the server's idle heartbeats stopped. So the follower pulls
+//! with a [`HEARTBEAT`] of one second (its consumer is missed within two) rather than the
+//! client's default 15 s, which left a command whose terminal was already stored on the
+//! surviving nodes waiting 15 to 30 s for a consumer nobody served (seen in the cluster
+//! test under load: commands past its deadline with their output but no terminal).
+//!
+//! Each consumer is deleted as soon as it is done with, not left for the server to expire:
+//! a producer following thousands of commands a minute would otherwise pile up thousands
+//! of idle consumers and reach the server's consumer limit (measured: commands stalled
+//! for 30 s each until old consumers expired). [`INACTIVE_THRESHOLD`] is the backstop for
+//! a producer that dies before it can delete them.
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull, consumer::DeliverPolicy};
+use async_nats::jetstream::{self, consumer, consumer::pull, consumer::DeliverPolicy};
 use cmdr_executors::OutputResult;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
@@ -22,6 +35,13 @@ const BUFFER: usize = 64;
 const RETRY: Duration = Duration::from_millis(250);
 /// Consecutive failed attempts (× [`RETRY`]) before the follower gives up.
 const GIVE_UP_AFTER: u32 = 240;
+/// How long the server keeps a follower's consumer nobody reads (a producer that died).
+const INACTIVE_THRESHOLD: Duration = Duration::from_secs(10);
+/// The server's idle heartbeat on a follower's pulls; two missed ones mean its consumer
+/// is gone (its node died) and the follower resumes on another.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+/// How long one pull request lasts before the client renews it.
+const PULL_EXPIRES: Duration = Duration::from_secs(10);
 
 /// A result, or why following stopped.
 pub(super) type Followed = Result<OutputResult, String>;
@@ -34,12 +54,7 @@ pub(super) fn follow(
 ) -> mpsc::Receiver<Followed> {
     let (tx, rx) = mpsc::channel(BUFFER);
     let subject = subjects::results(producer, command_id);
-    tokio::spawn(async move {
-        tokio::select! {
-            () = run(js, subject, &tx) => {}
-            () = tx.closed() => {}
-        }
-    });
+    tokio::spawn(async move { run(js, subject, &tx).await });
     rx
 }
 
@@ -47,26 +62,14 @@ async fn run(js: jetstream::Context, subject: String, tx: &mpsc::Sender<Followed
     let mut next_sequence: Option<u64> = None;
     let mut failures = 0u32;
     loop {
-        match ordered(&js, &subject, next_sequence).await {
-            Ok(mut messages) => {
-                while let Some(item) = messages.next().await {
-                    let message = match item {
-                        Ok(message) => message,
-                        Err(e) => {
-                            tracing::debug!(%subject, "results consumer failed, resuming: {e}");
-                            break;
-                        }
-                    };
-                    failures = 0;
-                    if let Ok(info) = message.info() {
-                        next_sequence = Some(info.stream_sequence + 1);
-                    }
-                    let parsed = serde_json::from_slice::<OutputResult>(&message.payload)
-                        .map_err(|e| format!("malformed result: {e}"));
-                    let terminal = parsed.as_ref().map_or(true, |r| r.status.is_terminal());
-                    if tx.send(parsed).await.is_err() || terminal {
-                        return;
-                    }
+        match Follower::start(&js, &subject, next_sequence).await {
+            Ok(mut follower) => {
+                let finished = follower
+                    .forward(tx, &mut next_sequence, &mut failures)
+                    .await;
+                follower.delete().await;
+                if finished {
+                    return;
                 }
             }
             Err(e) => tracing::debug!(%subject, "cannot follow results yet: {e}"),
@@ -76,31 +79,114 @@ async fn run(js: jetstream::Context, subject: String, tx: &mpsc::Sender<Followed
             let _ = tx.send(Err("lost the results stream".to_owned())).await;
             return;
         }
-        tokio::time::sleep(RETRY).await;
+        tokio::select! {
+            () = tokio::time::sleep(RETRY) => {}
+            () = tx.closed() => return,
+        }
     }
 }
 
-/// An ordered consumer over the command's results, from `start` (or the first one).
-async fn ordered(
-    js: &jetstream::Context,
-    subject: &str,
-    start: Option<u64>,
-) -> Result<pull::Ordered, String> {
-    let deliver_policy = match start {
-        Some(start_sequence) => DeliverPolicy::ByStartSequence { start_sequence },
-        None => DeliverPolicy::All,
-    };
-    let stream = js
-        .get_stream(RESULTS_STREAM)
-        .await
-        .map_err(|e| e.to_string())?;
-    let consumer = stream
-        .create_consumer(pull::OrderedConfig {
-            filter_subject: subject.to_owned(),
-            deliver_policy,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    consumer.messages().await.map_err(|e| e.to_string())
+/// One ephemeral consumer over a command's results.
+struct Follower {
+    stream: jetstream::stream::Stream,
+    name: String,
+    messages: pull::Stream,
+    subject: String,
+}
+
+impl Follower {
+    /// A consumer from `start` (or the first result) on.
+    async fn start(
+        js: &jetstream::Context,
+        subject: &str,
+        start: Option<u64>,
+    ) -> Result<Follower, String> {
+        let deliver_policy = match start {
+            Some(start_sequence) => DeliverPolicy::ByStartSequence { start_sequence },
+            None => DeliverPolicy::All,
+        };
+        let stream = js
+            .get_stream(RESULTS_STREAM)
+            .await
+            .map_err(|e| e.to_string())?;
+        let consumer = stream
+            .create_consumer(pull::Config {
+                filter_subject: subject.to_owned(),
+                deliver_policy,
+                ack_policy: consumer::AckPolicy::None,
+                memory_storage: true,
+                num_replicas: 1,
+                inactive_threshold: INACTIVE_THRESHOLD,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let name = consumer.cached_info().name.clone();
+        let follower = Follower {
+            messages: match consumer
+                .stream()
+                .heartbeat(HEARTBEAT)
+                .expires(PULL_EXPIRES)
+                .messages()
+                .await
+            {
+                Ok(messages) => messages,
+                Err(e) => {
+                    let _ = stream.delete_consumer(&name).await;
+                    return Err(e.to_string());
+                }
+            },
+            stream,
+            name,
+            subject: subject.to_owned(),
+        };
+        Ok(follower)
+    }
+
+    /// Hands results to `tx` until the terminal one (true), the reader goes away (true) or
+    /// the consumer fails (false: resume after `next_sequence`).
+    async fn forward(
+        &mut self,
+        tx: &mpsc::Sender<Followed>,
+        next_sequence: &mut Option<u64>,
+        failures: &mut u32,
+    ) -> bool {
+        loop {
+            let item = tokio::select! {
+                item = self.messages.next() => item,
+                () = tx.closed() => return true,
+            };
+            let Some(item) = item else { return false };
+            let message = match item {
+                Ok(message) => message,
+                Err(e) => {
+                    let subject = &self.subject;
+                    tracing::debug!(%subject, "results consumer failed, resuming: {e}");
+                    return false;
+                }
+            };
+            *failures = 0;
+            if let Ok(info) = message.info() {
+                // Never hand over a result twice (a consumer that starts over).
+                if next_sequence.is_some_and(|next| info.stream_sequence < next) {
+                    continue;
+                }
+                *next_sequence = Some(info.stream_sequence + 1);
+            }
+            let parsed = serde_json::from_slice::<OutputResult>(&message.payload)
+                .map_err(|e| format!("malformed result: {e}"));
+            let terminal = parsed.as_ref().map_or(true, |r| r.status.is_terminal());
+            if tx.send(parsed).await.is_err() || terminal {
+                return true;
+            }
+        }
+    }
+
+    /// Deletes the consumer (best effort: the server expires it anyway).
+    async fn delete(self) {
+        if let Err(e) = self.stream.delete_consumer(&self.name).await {
+            let subject = &self.subject;
+            tracing::debug!(%subject, "deleting a results consumer: {e}");
+        }
+    }
 }

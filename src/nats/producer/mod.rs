@@ -9,14 +9,21 @@
 //! input broker if it has one, else they wait for [`Producer::answer_input`]. Dropping
 //! the stream before its end cancels the command, as with a local stream.
 //!
+//! Commands about processes and sessions are routed to the worker holding them, and
+//! `PROCESS_LIST` to every worker (`route`, `fanout`; docs/nats.md, "Processes").
+//!
 //! Core mode: while it waits, the stream asks the worker that accepted the command
 //! whether it still has it (see `liveness`); a worker that died ends the stream with
 //! `WORKER_LOST`, one that lost the results with `RESULTS_LOST` — never a stream that
 //! waits for ever.
 
+mod fanout;
 mod follow;
 mod liveness;
 pub mod remote;
+mod route;
+
+pub use fanout::DISCOVERY_QUIET;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,6 +47,7 @@ use crate::nats::subjects;
 use crate::nats::wire::{Accepted, InputAnswer, InputQuestion};
 use follow::{follow, Followed};
 use liveness::Lost;
+use route::{Route, Target};
 
 /// How long `submit` waits for a worker to acknowledge a command.
 pub const ACCEPT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -84,6 +92,9 @@ pub enum ProducerError {
     /// result never arrived.
     #[error("the command's results were lost: the worker on {0} no longer has it")]
     ResultsLost(String),
+    /// The worker holding the process or session the command is about is gone.
+    #[error("{0}")]
+    ProcessLost(String),
 }
 
 impl ProducerError {
@@ -99,6 +110,7 @@ impl ProducerError {
             ProducerError::Nats(_) => ErrorCode::NatsError,
             ProducerError::WorkerLost(_) => ErrorCode::WorkerLost,
             ProducerError::ResultsLost(_) => ErrorCode::ResultsLost,
+            ProducerError::ProcessLost(_) => ErrorCode::ProcessLost,
         }
     }
 }
@@ -121,6 +133,10 @@ pub struct Producer {
     /// Reply subjects of questions waiting for an answer, by command id.
     questions: Arc<DashMap<String, Subject>>,
     broker: Option<Arc<dyn InputBroker>>,
+    /// The worker each of this producer's sessions lives on, by name.
+    sessions: Arc<DashMap<String, String>>,
+    /// Held while a session's worker is looked for.
+    resolving: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Producer {
@@ -133,6 +149,8 @@ impl Producer {
             ids: None,
             questions: Arc::default(),
             broker: None,
+            sessions: Arc::default(),
+            resolving: Arc::default(),
         }
     }
 
@@ -181,12 +199,27 @@ impl Producer {
         self
     }
 
-    /// Publishes `command` (generating its id if empty) and streams its results.
+    /// Publishes `command` (generating its id if empty) and streams its results. Commands
+    /// about a process or session go to the worker holding it, `PROCESS_LIST` to every
+    /// worker; the rest to the pool.
     pub async fn submit(&self, mut command: Command) -> Result<RemoteStream, ProducerError> {
         let id = command.ensure_command_id().to_owned();
         if !subjects::is_valid_id(&id) {
             return Err(ProducerError::InvalidId(id));
         }
+        match self.route(&command).await? {
+            Route::Pool => self.submit_to_pool(command, id).await,
+            Route::Worker(target) => self.submit_to_worker(command, target).await,
+            Route::Every => self.submit_everywhere(command, id).await,
+        }
+    }
+
+    /// Any worker: the queue group (core) or the work queue (durable).
+    async fn submit_to_pool(
+        &self,
+        command: Command,
+        id: String,
+    ) -> Result<RemoteStream, ProducerError> {
         let results = self.results_of(&id).await?;
         let questions = self.subscribe(subjects::input(&self.id, &id)).await?;
         let payload = serde_json::to_vec(&command).map_err(nats_error)?;
@@ -201,20 +234,90 @@ impl Producer {
                 publish_durably(js, subject, &scoped, payload).await?;
                 None
             }
-            None => self.request_core(subject, payload).await?.map(|worker| {
-                let scoped = subjects::scoped(&self.id, &id);
-                liveness::watch(self.client.clone(), worker, scoped)
-            }),
+            None => self
+                .request_core(subject, payload)
+                .await?
+                .map(|worker| liveness::watch(self.client.clone(), worker, scoped)),
         };
-        Ok(RemoteStream {
-            command_id: id,
+        Ok(self.stream(&command, id, results, Some(questions), watch, None))
+    }
+
+    /// One worker, over core request/reply in either mode (its processes and sessions
+    /// live there: nothing to replay elsewhere). A worker not on the bus is
+    /// `PROCESS_LOST`, at once or once the liveness checks miss it.
+    async fn submit_to_worker(
+        &self,
+        command: Command,
+        target: Target,
+    ) -> Result<RemoteStream, ProducerError> {
+        let id = command.command_id().to_owned();
+        let results = Results::Core(self.subscribe(subjects::results(&self.id, &id)).await?);
+        let questions = self.subscribe(subjects::input(&self.id, &id)).await?;
+        let payload = serde_json::to_vec(&command).map_err(nats_error)?;
+        let subject =
+            subjects::worker_command(&target.worker, &self.id, command.command_type().as_str());
+        match self.request_core(subject, payload).await {
+            Ok(_) => {}
+            Err(ProducerError::NoWorkers(_)) => {
+                self.forget(&target);
+                return Err(target.lost());
+            }
+            Err(e) => return Err(e),
+        }
+        let scoped = subjects::scoped(&self.id, &id);
+        let watch = liveness::watch(self.client.clone(), target.worker.clone(), scoped);
+        Ok(self.stream(
+            &command,
+            id,
+            results,
+            Some(questions),
+            Some(watch),
+            Some(target),
+        ))
+    }
+
+    /// `PROCESS_LIST` on every live worker, merged into one result.
+    async fn submit_everywhere(
+        &self,
+        command: Command,
+        id: String,
+    ) -> Result<RemoteStream, ProducerError> {
+        let workers = fanout::discover(&self.client, &self.id).await?;
+        if workers.is_empty() {
+            return Err(ProducerError::NoWorkers(subjects::workers(&self.id)));
+        }
+        let (tx, rx) = mpsc::channel(1);
+        let (producer, part, list_id) = (self.clone(), command.clone(), id.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                merged = producer.list_everywhere(&part, &list_id, workers) => {
+                    let _ = tx.send(Ok(merged)).await;
+                }
+                () = tx.closed() => {}
+            }
+        });
+        Ok(self.stream(&command, id, Results::Channel(rx), None, None, None))
+    }
+
+    fn stream(
+        &self,
+        command: &Command,
+        command_id: String,
+        results: Results,
+        questions: Option<Subscriber>,
+        watch: Option<oneshot::Receiver<Lost>>,
+        target: Option<Target>,
+    ) -> RemoteStream {
+        RemoteStream {
+            command_id,
             command_type: command.command_type().as_str().to_owned(),
             results,
             questions,
             producer: self.clone(),
             watch,
+            target,
             done: false,
-        })
+        }
     }
 
     /// Durable mode: the results of `command_id` from the first one on (e.g. after this
@@ -227,11 +330,13 @@ impl Producer {
             command_id: command_id.to_owned(),
             command_type: String::new(),
             results: self.results_of(command_id).await?,
-            questions: self
-                .subscribe(subjects::input(&self.id, command_id))
-                .await?,
+            questions: Some(
+                self.subscribe(subjects::input(&self.id, command_id))
+                    .await?,
+            ),
             producer: self.clone(),
             watch: None,
+            target: None,
             done: false,
         })
     }
@@ -243,7 +348,7 @@ impl Producer {
             None => Ok(Results::Core(
                 self.subscribe(subjects::results(&self.id, id)).await?,
             )),
-            Some(js) => Ok(Results::Durable(follow(js.clone(), &self.id, id))),
+            Some(js) => Ok(Results::Channel(follow(js.clone(), &self.id, id))),
         }
     }
 
@@ -477,6 +582,11 @@ fn rejected(command_id: &str, command_type: &str, e: &ProducerError) -> OutputRe
         final_cwd: None,
         duration_ms: None,
         truncated_bytes: None,
+        process_id: None,
+        process_state: None,
+        next_offset: None,
+        truncated_before: None,
+        queue: None,
     }
 }
 
@@ -485,10 +595,13 @@ pub struct RemoteStream {
     command_id: String,
     command_type: String,
     results: Results,
-    questions: Subscriber,
+    /// Questions of the command (none for a merged `PROCESS_LIST`).
+    questions: Option<Subscriber>,
     producer: Producer,
     /// Core mode: resolves if the worker running the command is lost.
     watch: Option<oneshot::Receiver<Lost>>,
+    /// The worker holding the command's process or session (routed commands).
+    target: Option<Target>,
     done: bool,
 }
 
@@ -531,7 +644,13 @@ impl RemoteStream {
         };
         self.watch = None;
         match verdict {
-            Ok(Lost::WorkerGone(subject)) => Some(ProducerError::WorkerLost(subject)),
+            Ok(Lost::WorkerGone(subject)) => Some(match &self.target {
+                Some(target) => {
+                    self.producer.forget(target);
+                    target.lost()
+                }
+                None => ProducerError::WorkerLost(subject),
+            }),
             Ok(Lost::Forgotten(subject)) => Some(ProducerError::ResultsLost(subject)),
             // The watcher stopped without a verdict: keep waiting on the results.
             Err(_) => None,
@@ -546,7 +665,9 @@ impl Stream for RemoteStream {
         if self.done {
             return Poll::Ready(None);
         }
-        while let Poll::Ready(Some(question)) = self.questions.poll_next_unpin(cx) {
+        while let Some(Poll::Ready(Some(question))) =
+            self.questions.as_mut().map(|q| q.poll_next_unpin(cx))
+        {
             let id = self.command_id.clone();
             self.producer.take_question(&id, question);
         }
@@ -585,8 +706,10 @@ impl Drop for RemoteStream {
 
 /// Where a [`RemoteStream`]'s results come from.
 enum Results {
+    /// A plain subscription to the results subject.
     Core(Subscriber),
-    Durable(mpsc::Receiver<Followed>),
+    /// Results handed over by a task: the durable follower, or a merged fan-out.
+    Channel(mpsc::Receiver<Followed>),
 }
 
 impl Results {
@@ -598,7 +721,7 @@ impl Results {
                         .map_err(|e| format!("malformed result: {e}"))
                 })
             }),
-            Results::Durable(rx) => rx.poll_recv(cx),
+            Results::Channel(rx) => rx.poll_recv(cx),
         }
     }
 }

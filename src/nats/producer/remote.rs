@@ -8,8 +8,8 @@
 
 use cmdr_executors::ErrorCode;
 use cmdr_executors::{
-    Command, CommandType, ExecContext, ExecFuture, ExecutionStatus, Executor, Outcome,
-    OutputResult, Registry,
+    ActorConfig, Command, CommandType, ExecContext, ExecFuture, ExecutionStatus, Executor, Outcome,
+    OutputResult, ProcessStatus, Registry, DEFAULT_MAX_CONCURRENT, WAITING_ACTOR_LIMIT,
 };
 use futures_util::StreamExt;
 
@@ -27,11 +27,28 @@ impl RemoteExecutor {
         Self { producer }
     }
 
-    /// A registry whose every command type runs on the worker pool.
+    /// A registry whose every command type runs on the worker pool, at most
+    /// [`DEFAULT_MAX_CONCURRENT`] commands of a type in flight at once.
     pub fn registry(producer: Producer) -> Registry {
+        Self::registry_with_limit(producer, DEFAULT_MAX_CONCURRENT)
+    }
+
+    /// Like [`RemoteExecutor::registry`], with at most `max_concurrent` commands of a type
+    /// in flight (`REQUEST_USER_INPUT` and the process commands, which mostly wait:
+    /// [`WAITING_ACTOR_LIMIT`]); further ones are queued here, and told so.
+    pub fn registry_with_limit(producer: Producer, max_concurrent: usize) -> Registry {
         let registry = Registry::new();
         for command_type in CommandType::ALL {
-            registry.register(command_type, RemoteExecutor::new(producer.clone()));
+            let max_concurrent = if mostly_waits(command_type) {
+                WAITING_ACTOR_LIMIT
+            } else {
+                max_concurrent
+            };
+            let config = ActorConfig {
+                max_concurrent,
+                ..ActorConfig::default()
+            };
+            registry.register_with(command_type, RemoteExecutor::new(producer.clone()), config);
         }
         registry
     }
@@ -72,14 +89,26 @@ impl Executor for RemoteExecutor {
                 if result.status.is_terminal() {
                     return Ok(outcome_of(result));
                 }
-                ctx.output.send(&result.message, result.result_data).await?;
+                ctx.output.forward(result).await?;
             }
         })
     }
 }
 
+/// Whether commands of this type mostly wait (on people, on output) rather than work.
+fn mostly_waits(command_type: CommandType) -> bool {
+    matches!(
+        command_type,
+        CommandType::RequestUserInput
+            | CommandType::ProcessInput
+            | CommandType::ProcessOutput
+            | CommandType::ProcessKill
+            | CommandType::ProcessList
+    )
+}
+
 /// The local outcome for the remote terminal result (everything but the id, type and
-/// duration, which the local runtime sets).
+/// duration, which the local runtime sets), its process fields included.
 fn outcome_of(result: OutputResult) -> Outcome {
     let mut outcome = match result.status {
         ExecutionStatus::Succeeded => Outcome::succeeded(result.message),
@@ -89,5 +118,14 @@ fn outcome_of(result: OutputResult) -> Outcome {
     outcome.error_code = result.error_code;
     outcome.exit_code = result.exit_code;
     outcome.final_cwd = result.final_cwd;
+    outcome.process = result.process_id.map(|process_id| ProcessStatus {
+        process_id,
+        state: match result.process_state.as_deref() {
+            Some("running") => "running",
+            _ => "exited",
+        },
+        next_offset: result.next_offset,
+        truncated_before: result.truncated_before,
+    });
     outcome
 }

@@ -19,10 +19,10 @@ pub(in crate::nats) struct Holding {
 }
 
 impl Holding {
-    /// A new worker identity holding nothing.
-    pub(in crate::nats) fn new() -> Self {
+    /// Worker `worker_id`, holding nothing.
+    pub(in crate::nats) fn new(worker_id: &str) -> Self {
         Self {
-            worker_id: uuid::Uuid::new_v4().simple().to_string(),
+            worker_id: worker_id.to_owned(),
             ids: Arc::default(),
         }
     }
@@ -74,11 +74,9 @@ impl Holding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nats::subjects;
-
     #[test]
     fn holding_counts_duplicates() {
-        let holding = Holding::new();
+        let holding = Holding::new("w1");
         holding.hold("a");
         holding.hold("a");
         holding.release("a");
@@ -87,6 +85,6 @@ mod tests {
         assert!(!holding.has("a"));
         holding.release("never-held");
         assert!(!holding.has("never-held"));
-        assert!(subjects::is_valid_id(holding.worker_id()));
+        assert_eq!(holding.worker_id(), "w1");
     }
 }

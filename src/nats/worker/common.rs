@@ -1,20 +1,67 @@
 //! What both worker loops do with one command: decode it (answering an undecodable one),
 //! start it through the registry, and cancel it when asked on the bus.
 
-use cmdr_executors::{decode_command_slice, Command, Registry, ResultStream, SubmitError};
+use async_nats::{Client, Message};
+use cmdr_executors::{
+    decode_command_slice, peek_command_id, Command, Registry, ResultStream, Scope, SubmitError,
+};
 use futures_util::StreamExt;
 
+use super::alive::Holding;
 use super::publish::Publisher;
 use crate::nats::subjects;
+use crate::nats::wire::Accepted;
 
-/// Decodes a command received on `subject` (`cmdr.commands.<producer>.<type>`) and gives
+/// What a worker needs to run one command message.
+#[derive(Clone)]
+pub(super) struct Runner {
+    pub(super) registry: Registry,
+    pub(super) publisher: Publisher,
+    pub(super) holding: Holding,
+}
+
+impl Runner {
+    /// Runs one command message, publishes its results, then stops holding its id.
+    pub(super) async fn run(&self, message: &Message) {
+        if let Some((scope, command)) =
+            decode_or_answer(&message.subject, &message.payload, &self.publisher).await
+        {
+            let stream = start(&self.registry, scope, command).await;
+            self.publisher.publish_all(stream).await;
+        }
+        self.holding
+            .release(&scoped_id(&message.subject, &message.payload));
+    }
+}
+
+/// Answers a command request with [`Accepted`] naming this worker (`busy`: not taken).
+pub(super) async fn acknowledge(client: &Client, message: &Message, worker: &str, busy: bool) {
+    let Some(reply) = message.reply.clone() else {
+        return;
+    };
+    let accepted = Accepted {
+        command_id: peek_command_id(&message.payload).unwrap_or_default(),
+        worker: Some(worker.to_owned()),
+        busy,
+    };
+    if let Ok(body) = serde_json::to_vec(&accepted) {
+        if let Err(e) = client.publish(reply, body.into()).await {
+            tracing::warn!("acknowledging a command: {e}");
+        }
+    }
+}
+
+/// Decodes a command received on `subject` (`cmdr.commands.<producer>.<type>`, or a
+/// worker's own `cmdr.worker.<worker>.commands.<producer>.<type>`) and gives
 /// it its scoped id (`<producer>.<command_id>`); answers an undecodable one on its results
-/// subject when an id can be read (else logs it). `None` when there is nothing to run.
+/// subject when an id can be read (else logs it). With the command, the scope it runs in:
+/// its producer's (`nats:<producer>`, see [`crate::scopes::nats`]), so a producer sees
+/// only its own processes and sessions. `None` when there is nothing to run.
 pub(super) async fn decode_or_answer(
     subject: &str,
     payload: &[u8],
     publisher: &Publisher,
-) -> Option<Command> {
+) -> Option<(Scope, Command)> {
     let Some(producer) = subjects::producer_of(subject) else {
         tracing::warn!(%subject, "dropped a command on a subject that names no producer");
         return None;
@@ -43,25 +90,25 @@ pub(super) async fn decode_or_answer(
     }
     let scoped = subjects::scoped(producer, command.command_id());
     *command.command_id_mut() = scoped;
-    Some(command)
+    Some((crate::scopes::nats(producer), command))
 }
 
 /// The scoped id of the command in `payload` received on `subject`, as far as it can be
 /// read (for holding it while it runs).
 pub(super) fn scoped_id(subject: &str, payload: &[u8]) -> String {
-    let id = cmdr_executors::peek_command_id(payload).unwrap_or_default();
+    let id = peek_command_id(payload).unwrap_or_default();
     match subjects::producer_of(subject) {
         Some(producer) => subjects::scoped(producer, &id),
         None => id,
     }
 }
 
-/// Starts `command`; a refusal becomes a one-message stream.
-pub(super) async fn start(registry: &Registry, command: Command) -> ResultStream {
+/// Starts `command` in `scope`; a refusal becomes a one-message stream.
+pub(super) async fn start(registry: &Registry, scope: Scope, command: Command) -> ResultStream {
     let id = command.command_id().to_owned();
     let command_type = command.command_type();
     registry
-        .execute(command)
+        .execute_in(scope, command)
         .await
         .unwrap_or_else(|e: SubmitError| {
             ResultStream::from_result(e.to_result(&id, command_type.as_str()))

@@ -6,18 +6,18 @@ use std::future::Future;
 use std::sync::Arc;
 
 use async_nats::{Client, Message};
-use cmdr_executors::{peek_command_id, Registry};
+use cmdr_executors::Registry;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::task::TaskTracker;
 
 use super::alive::Holding;
 use super::backlog::Backlog;
-use super::common::{decode_or_answer, listen_for_cancels, scoped_id, start};
+use super::common::{acknowledge, listen_for_cancels, scoped_id, Runner};
+use super::direct::Direct;
 use super::options::{WorkerError, WorkerOptions};
 use super::publish::Publisher;
 use crate::nats::subjects;
-use crate::nats::wire::Accepted;
 
 /// Runs a core worker until `shutdown` resolves, then shuts down gracefully.
 pub(super) async fn run(
@@ -26,6 +26,14 @@ pub(super) async fn run(
     options: WorkerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), WorkerError> {
+    let tracker = TaskTracker::new();
+    let runner = Runner {
+        registry: registry.clone(),
+        publisher: Publisher::core(client.clone()),
+        holding: Holding::new(&options.worker_id),
+    };
+    // First: it checks that the worker id is free.
+    let mut direct = Direct::start(&client, runner.clone(), options.jobs, &tracker).await?;
     let subscribe_error = |subject| move |source| WorkerError::Subscribe { subject, source };
     let commands = client
         .queue_subscribe(subjects::COMMANDS_ALL, options.queue.clone())
@@ -35,32 +43,20 @@ pub(super) async fn run(
         .subscribe(subjects::CANCEL_ALL)
         .await
         .map_err(subscribe_error(subjects::CANCEL_ALL))?;
-    let holding = Holding::new();
-    let alive_subject = subjects::alive(holding.worker_id());
-    let alive = client
-        .subscribe(alive_subject)
-        .await
-        .map_err(subscribe_error("cmdr.alive.<worker>"))?;
-    let tracker = TaskTracker::new();
     let cancel_listener = tokio::spawn(listen_for_cancels(cancels, registry.clone()));
-    let alive_responder = tokio::spawn(holding.clone().answer(alive, client.clone()));
+    direct.answer_liveness(&client).await?;
     let (queue, mut queued) = mpsc::unbounded_channel();
     let backlog = Arc::new(Backlog::new(options.max_queued, options.max_queued_bytes));
     let reader = tokio::spawn(accept(
         commands,
         client.clone(),
         queue,
-        holding.clone(),
+        runner.holding.clone(),
         backlog.clone(),
     ));
-    let publisher = Publisher::core(client.clone());
     let dispatcher = dispatch(
         &mut queued,
-        Runner {
-            registry: registry.clone(),
-            publisher: publisher.clone(),
-            holding: holding.clone(),
-        },
+        runner.clone(),
         options.jobs,
         &tracker,
         &backlog,
@@ -71,13 +67,10 @@ pub(super) async fn run(
     }
     tracing::info!("worker shutting down");
     reader.abort();
+    direct.stop();
     queued.close();
+    // Running commands get the grace; every process of this worker is stopped.
     registry.shutdown(options.shutdown_grace).await;
-    let runner = Runner {
-        registry,
-        publisher,
-        holding,
-    };
     while let Some(message) = queued.recv().await {
         // Accepted but never started: the registry refuses it now, and says so.
         runner.run(&message).await;
@@ -85,7 +78,7 @@ pub(super) async fn run(
     tracker.close();
     tracker.wait().await;
     cancel_listener.abort();
-    alive_responder.abort();
+    direct.stop_answering();
     if let Err(e) = client.flush().await {
         tracing::warn!("flushing results on shutdown: {e}");
     }
@@ -103,23 +96,11 @@ async fn accept(
     backlog: Arc<Backlog>,
 ) {
     while let Some(message) = commands.next().await {
-        let id = peek_command_id(&message.payload).unwrap_or_default();
         let admitted = backlog.try_admit(message.payload.len());
         if admitted {
             holding.hold(&scoped_id(&message.subject, &message.payload));
         }
-        if let Some(reply) = message.reply.clone() {
-            let accepted = Accepted {
-                command_id: id,
-                worker: Some(holding.worker_id().to_owned()),
-                busy: !admitted,
-            };
-            if let Ok(body) = serde_json::to_vec(&accepted) {
-                if let Err(e) = client.publish(reply, body.into()).await {
-                    tracing::warn!("acknowledging a command: {e}");
-                }
-            }
-        }
+        acknowledge(&client, &message, holding.worker_id(), !admitted).await;
         if admitted && queue.send(message).is_err() {
             return;
         }
@@ -145,27 +126,5 @@ async fn dispatch(
             runner.run(&message).await;
             drop(slot);
         });
-    }
-}
-
-/// What a core worker needs to run one command message.
-#[derive(Clone)]
-struct Runner {
-    registry: Registry,
-    publisher: Publisher,
-    holding: Holding,
-}
-
-impl Runner {
-    /// Runs one command message, publishes its results, then stops holding its id.
-    async fn run(&self, message: &Message) {
-        if let Some(command) =
-            decode_or_answer(&message.subject, &message.payload, &self.publisher).await
-        {
-            let stream = start(&self.registry, command).await;
-            self.publisher.publish_all(stream).await;
-        }
-        self.holding
-            .release(&scoped_id(&message.subject, &message.payload));
     }
 }

@@ -22,7 +22,9 @@ use futures_util::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use super::common::{decode_or_answer, listen_for_cancels, start};
+use super::alive::Holding;
+use super::common::{decode_or_answer, listen_for_cancels, start, Runner};
+use super::direct::Direct;
 use super::options::{WorkerError, WorkerOptions};
 use super::publish::{Published, Publisher};
 use crate::nats::durable::{ensure_consumer, ensure_streams, DurableSettings};
@@ -44,6 +46,15 @@ pub(super) async fn run(
     let js = jetstream::new(client.clone());
     ensure_streams(&js, &settings).await?;
     let consumer = ensure_consumer(&js, &options.queue, &settings).await?;
+    let tracker = TaskTracker::new();
+    // Commands for this worker's processes and sessions: core requests, never replayed
+    // elsewhere (their results still land in `CMDR_RESULTS`, which covers the subject).
+    let direct_runner = Runner {
+        registry: registry.clone(),
+        publisher: Publisher::core(client.clone()),
+        holding: Holding::new(&options.worker_id),
+    };
+    let mut direct = Direct::start(&client, direct_runner, options.jobs, &tracker).await?;
     let cancels = client
         .subscribe(subjects::CANCEL_ALL)
         .await
@@ -52,8 +63,8 @@ pub(super) async fn run(
             source,
         })?;
     let cancel_listener = tokio::spawn(listen_for_cancels(cancels, registry.clone()));
+    direct.answer_liveness(&client).await?;
     let publisher = Publisher::durable(client.clone(), js);
-    let tracker = TaskTracker::new();
     let slots = Arc::new(Semaphore::new(options.jobs.max(1)));
     let settings = Arc::new(settings);
     tokio::pin!(shutdown);
@@ -74,10 +85,13 @@ pub(super) async fn run(
         });
     }
     tracing::info!("durable worker shutting down");
+    direct.stop();
+    // Running commands get the grace; every process of this worker is stopped.
     registry.shutdown(options.shutdown_grace).await;
     tracker.close();
     tracker.wait().await;
     cancel_listener.abort();
+    direct.stop_answering();
     if let Err(e) = client.flush().await {
         tracing::warn!("flushing on shutdown: {e}");
     }
@@ -115,6 +129,7 @@ async fn run_one(
     let heartbeat = tokio::spawn(keep_alive(message.clone(), settings.ack_wait / 3));
     let outcome = run_delivery(&message, registry, publisher, settings).await;
     heartbeat.abort();
+    let sequence = message.info().map(|i| i.stream_sequence).unwrap_or(0);
     if outcome == Published::Redeliver {
         announce_hand_back(&message, publisher).await;
     }
@@ -123,7 +138,7 @@ async fn run_one(
         Published::Redeliver | Published::Failed => message.ack_with(AckKind::Nak(None)).await,
     };
     if let Err(e) = settled {
-        tracing::warn!("settling a command message: {e}");
+        tracing::warn!(sequence, "settling a command message: {e}");
     }
 }
 
@@ -133,13 +148,17 @@ async fn run_delivery(
     publisher: &Publisher,
     settings: &DurableSettings,
 ) -> Published {
-    let Some(command) = decode_or_answer(&message.subject, &message.payload, publisher).await
+    let Some((scope, command)) =
+        decode_or_answer(&message.subject, &message.payload, publisher).await
     else {
         return Published::Complete;
     };
-    let attempt = message.info().map(|i| i.delivered).unwrap_or(1).max(1);
+    let info = message.info().ok();
+    let attempt = info.as_ref().map_or(1, |i| i.delivered).max(1);
     let limit = i64::from(settings.max_attempts);
     let id = command.command_id().to_owned();
+    let sequence = info.map_or(0, |i| i.stream_sequence);
+    tracing::debug!(command_id = %id, sequence, attempt, "running a durable command");
     let command_type = command.command_type().as_str().to_owned();
     if attempt > limit {
         let result = gave_up(&id, &command_type, limit);
@@ -153,7 +172,11 @@ async fn run_delivery(
             tracing::warn!("announcing a redelivery: {e}");
         }
     }
-    publisher.publish_all(start(registry, command).await).await
+    let outcome = publisher
+        .publish_all(start(registry, scope, command).await)
+        .await;
+    tracing::debug!(command_id = %id, sequence, ?outcome, "durable command ran");
+    outcome
 }
 
 /// Says, in the command's output, that this worker stopped it and another will run it
@@ -216,5 +239,10 @@ fn gave_up(id: &str, command_type: &str, limit: i64) -> OutputResult {
         final_cwd: None,
         duration_ms: None,
         truncated_bytes: None,
+        process_id: None,
+        process_state: None,
+        next_offset: None,
+        truncated_before: None,
+        queue: None,
     }
 }

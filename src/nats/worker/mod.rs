@@ -16,19 +16,25 @@
 //! - `options`: [`WorkerOptions`] and [`WorkerError`]; `common`: what both loops do with
 //!   one command (decode, start, cancels).
 //! - `backlog`: the bound on accepted-but-waiting commands (core mode);
-//! - `publish`: publishing result streams; `alive`: answering liveness checks (core);
+//! - `direct`: the worker's own subjects, in both modes: commands for its processes and
+//!   sessions (`cmdr.worker.<id>.commands.…`), discovery (`cmdr.workers.<producer>`),
+//!   liveness;
+//! - `publish`: publishing result streams; `alive`: which commands it holds;
 //!   [`input`]: `REQUEST_USER_INPUT` asked of the producer over the bus.
 
 mod alive;
 mod backlog;
 mod common;
 mod core_loop;
+mod direct;
 mod durable_loop;
 pub mod input;
 mod options;
 mod publish;
 
-pub use options::{WorkerError, WorkerOptions, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES};
+pub use options::{
+    random_worker_id, WorkerError, WorkerOptions, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES,
+};
 
 use std::future::Future;
 

@@ -13,9 +13,20 @@ pub const DEFAULT_MAX_QUEUED: usize = 256;
 /// Default bound on the payload bytes of the commands waiting in a core worker (64 MiB).
 pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
 
+/// A fresh worker id: 12 hex digits (48 random bits).
+pub fn random_worker_id() -> String {
+    let mut id = uuid::Uuid::new_v4().simple().to_string();
+    id.truncate(12);
+    id
+}
+
 /// Settings of a worker.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
+    /// This worker's id (one subject token, unique in the pool): its own subjects carry it
+    /// and its process ids start with it, so the registry it runs must be built with
+    /// [`WorkerOptions::process_id_prefix`] (docs/nats.md, "Processes").
+    pub worker_id: String,
     /// Queue group shared by the pool.
     pub queue: String,
     /// Commands run at once.
@@ -34,6 +45,7 @@ pub struct WorkerOptions {
 impl Default for WorkerOptions {
     fn default() -> Self {
         Self {
+            worker_id: random_worker_id(),
             queue: subjects::DEFAULT_QUEUE.to_owned(),
             jobs: 16,
             max_queued: DEFAULT_MAX_QUEUED,
@@ -41,6 +53,13 @@ impl Default for WorkerOptions {
             shutdown_grace: Duration::from_secs(10),
             durable: None,
         }
+    }
+}
+
+impl WorkerOptions {
+    /// The `RegistryConfig::process_id_prefix` of this worker's registry: `<worker_id>-`.
+    pub fn process_id_prefix(&self) -> String {
+        subjects::process_id_prefix(&self.worker_id)
     }
 }
 
@@ -55,6 +74,12 @@ pub enum WorkerError {
         /// The client's error.
         source: async_nats::SubscribeError,
     },
+    /// The worker id is not a subject token.
+    #[error("worker id '{0}' cannot be used on NATS (no spaces, '.', '*' or '>')")]
+    InvalidId(String),
+    /// Another worker on the bus already has this id.
+    #[error("another worker already uses the id '{0}'; give each worker its own")]
+    IdInUse(String),
     /// Durable mode could not set up its streams or consumer.
     #[error(transparent)]
     Durable(#[from] DurableError),
@@ -64,7 +89,10 @@ impl WorkerError {
     /// The stable code.
     pub fn code(&self) -> ErrorCode {
         match self {
-            WorkerError::Subscribe { .. } => ErrorCode::NatsSubscribeFailed,
+            WorkerError::Subscribe { .. } | WorkerError::IdInUse(_) => {
+                ErrorCode::NatsSubscribeFailed
+            }
+            WorkerError::InvalidId(_) => ErrorCode::InvalidInput,
             WorkerError::Durable(e) => e.code(),
         }
     }

@@ -150,6 +150,7 @@ async fn store(
             },
             Err(e) => last_error = e.to_string(),
         }
+        tracing::debug!(%subject, %msg_id, "storing a result again: {last_error}");
         tokio::time::sleep(TERMINAL_RETRY).await;
     }
     Err(format!("the result was not stored: {last_error}"))

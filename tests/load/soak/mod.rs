@@ -127,6 +127,7 @@ async fn mixed_traffic_for_a_long_time_keeps_memory_and_descriptors_flat() {
     let serve = Serve::start(Options {
         llm: Some(&llm),
         log: Some(out.join(format!("serve-{stamp}.log"))),
+        ..Options::default()
     })
     .await;
     let fixtures = tempfile::tempdir().unwrap();

@@ -1,0 +1,101 @@
+//! Benchmark X3 (`startup`): one-shot `cmdr exec` of `BASH_EXEC true`, the whole process
+//! from spawn to exit (start-up, the command, shutdown), against `bash -c true` spawned
+//! the same way. The cmdr binary is the one Cargo built for this bench (release profile).
+//!
+//! Both sides are spawned with `std::process::Command`, stdin null, stdout and stderr
+//! piped and read to their end; outside the timed part cmdr's output must be exactly one
+//! `SUCCEEDED` line with `"exitCode":0` and nothing on stderr, bash's nothing at all.
+
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use tokio::runtime::Runtime;
+
+use crate::harness::{compare, ensure, Failure, Sample, Side, Unit};
+use crate::table::{Goal, Row};
+use crate::Config;
+
+/// The `cmdr` binary of this build.
+const CMDR: &str = env!("CARGO_BIN_EXE_cmdr");
+
+/// The one command `cmdr exec` runs.
+const COMMAND: &str = r#"{"commandType":"BASH_EXEC","command":"true"}"#;
+
+/// Runs group X3.
+pub fn run(_rt: &Runtime, cfg: &Config) -> Result<Vec<Row>, Failure> {
+    let runs = cfg.size(100, 10);
+    let unit = Unit::Commands(runs as f64);
+    let timings = compare(
+        cfg.warmup,
+        cfg.samples,
+        vec![
+            Side::new("cmdr exec BASH_EXEC true", unit, || repeat(runs, cmdr_exec)),
+            Side::new("bash -c true", unit, || repeat(runs, bash_true)),
+        ],
+    );
+    let [cmdr, bash] = <[_; 2]>::try_from(timings)
+        .map_err(|_| crate::harness::check_failed("two timings expected"))?;
+    Ok(vec![Row::new(
+        "X3 `cmdr exec` BASH_EXEC `true`, whole process",
+        &cmdr,
+        &bash,
+        // ≤ 2× `bash -c true`.
+        Goal::AtLeast(0.5),
+    )])
+}
+
+/// `runs` runs of `job` in a row, timed together.
+fn repeat(runs: usize, job: fn() -> Sample) -> Sample {
+    let mut total = std::time::Duration::ZERO;
+    for _ in 0..runs {
+        total += job()?;
+    }
+    Ok(total)
+}
+
+/// Runs `command` to its exit; returns the time and its stdout and stderr.
+fn timed(command: &mut Command) -> Result<(std::time::Duration, String, String), Failure> {
+    let started = Instant::now();
+    let output = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()?;
+    let elapsed = started.elapsed();
+    ensure(output.status.success(), || {
+        format!(
+            "{command:?}: {} ({})",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    Ok((
+        elapsed,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    ))
+}
+
+/// One `cmdr exec` of [`COMMAND`]; checks its one `SUCCEEDED` line.
+fn cmdr_exec() -> Sample {
+    let (elapsed, out, err) = timed(Command::new(CMDR).args(["exec", COMMAND]))?;
+    let lines: Vec<&str> = out.lines().collect();
+    ensure(
+        lines.len() == 1
+            && lines
+                .iter()
+                .all(|l| l.contains(r#""status":"SUCCEEDED""#) && l.contains(r#""exitCode":0"#))
+            && err.is_empty(),
+        || format!("cmdr exec: stdout {out:?}, stderr {err:?}"),
+    )?;
+    Ok(elapsed)
+}
+
+/// One `/bin/bash -c true`; checks it printed nothing.
+fn bash_true() -> Sample {
+    let (elapsed, out, err) = timed(Command::new("/bin/bash").args(["-c", "true"]))?;
+    ensure(out.is_empty() && err.is_empty(), || {
+        format!("bash -c true printed {out:?} / {err:?}")
+    })?;
+    Ok(elapsed)
+}

@@ -1,0 +1,87 @@
+//! `PROCESS_KILL`: stop a background process and its whole tree (the signal, then
+//! SIGKILL after `grace_ms`); ends once it is gone.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use super::{status_of, ProcessState, ProcessTable};
+use crate::error::ExecError;
+use crate::executor::{ExecContext, ExecFuture, Executor};
+use crate::outcome::Outcome;
+use crate::protocol::{Command, ProcessKillCommand};
+
+/// Time between the signal and SIGKILL by default.
+pub const DEFAULT_GRACE: Duration = Duration::from_millis(2000);
+
+/// The `PROCESS_KILL` executor.
+#[derive(Debug, Clone)]
+pub struct ProcessKillExec {
+    table: ProcessTable,
+}
+
+impl ProcessKillExec {
+    /// Stops the processes of `table`.
+    pub fn new(table: ProcessTable) -> Self {
+        Self { table }
+    }
+}
+
+/// `TERM`, `INT` or `KILL` (with or without `SIG`, any case).
+fn parse_signal(name: Option<&str>) -> Result<Signal, ExecError> {
+    let Some(name) = name else {
+        return Ok(Signal::SIGTERM);
+    };
+    let upper = name.trim().to_ascii_uppercase();
+    match upper.strip_prefix("SIG").unwrap_or(&upper) {
+        "TERM" => Ok(Signal::SIGTERM),
+        "INT" => Ok(Signal::SIGINT),
+        "KILL" => Ok(Signal::SIGKILL),
+        "HUP" => Ok(Signal::SIGHUP),
+        _ => Err(ExecError::InvalidInput(format!(
+            "signal must be TERM, INT, HUP or KILL, got '{name}'"
+        ))),
+    }
+}
+
+impl Executor for ProcessKillExec {
+    fn execute(&self, command: Command, ctx: ExecContext) -> ExecFuture<'_> {
+        Box::pin(async move {
+            let cmd = ProcessKillCommand::try_from(command)?;
+            let signal = parse_signal(cmd.signal.as_deref())?;
+            let process = self.table.get(&ctx.scope, &cmd.process_id)?;
+            let grace = cmd.grace_ms.map_or(DEFAULT_GRACE, Duration::from_millis);
+            let was = process.state();
+            if was == ProcessState::Running {
+                process.kill(signal, grace).await;
+            }
+            let state = tokio::select! {
+                state = process.wait_exit(grace + Duration::from_secs(5)) => state,
+                () = ctx.cancel.cancelled() => return Err(ExecError::Cancelled),
+            };
+            let end = process.log.end();
+            let message = match (was, state) {
+                (ProcessState::Running, ProcessState::Running) => {
+                    return Err(ExecError::InvalidInput(format!(
+                        "process '{}' is still running after SIGKILL",
+                        process.id
+                    )))
+                }
+                (ProcessState::Running, _) => format!(
+                    "Stopped {} ({}).",
+                    process.id,
+                    crate::bash_exec::describe(state)
+                ),
+                _ => format!(
+                    "{} had already exited ({}).",
+                    process.id,
+                    crate::bash_exec::describe(state)
+                ),
+            };
+            let mut outcome = Outcome::succeeded(message);
+            outcome.exit_code = state.exit_code();
+            outcome.process = Some(status_of(&process, end, None));
+            Ok(outcome)
+        })
+    }
+}

@@ -1,0 +1,47 @@
+//! Processes that outlive a command (docs/processes.md).
+//!
+//! - `log`: [`OutputLog`], a process's output addressed by byte offset, bounded, shared by
+//!   any number of readers.
+//! - `scope`: [`Scope`], who a process belongs to.
+//! - `table`: [`ProcessTable`] and [`Process`], the background processes of a registry.
+//! - `ready`: [`Readiness`], when a starting process counts as ready.
+//! - `pty`, `stdin`: [`Pty`], the pseudo-terminal of a `tty` process, and [`Stdin`],
+//!   where input goes (a pipe or that terminal).
+//! - `input`, `output`, `kill`, `list`: the executors of `PROCESS_INPUT`,
+//!   `PROCESS_OUTPUT`, `PROCESS_KILL` and `PROCESS_LIST`.
+//!
+//! `BASH_EXEC` with `background: true` starts them (`bash_exec::background`).
+
+mod input;
+mod kill;
+mod list;
+mod log;
+mod output;
+mod pty;
+pub(crate) mod ready;
+mod scope;
+mod stdin;
+mod table;
+
+pub use input::ProcessInputExec;
+pub use kill::ProcessKillExec;
+pub use list::ProcessListExec;
+pub use log::{OutputLog, Slice};
+pub use output::ProcessOutputExec;
+pub use pty::{Pty, PtyReader, TermSize, DEFAULT_COLS, DEFAULT_ROWS};
+pub use ready::{Readiness, DEFAULT_READY_TIMEOUT};
+pub use scope::Scope;
+pub use stdin::Stdin;
+pub use table::{Control, Process, ProcessLimits, ProcessState, ProcessTable, Slot};
+
+use crate::outcome::ProcessStatus;
+
+/// The process fields of a terminal result for `process` after reading up to `next`.
+fn status_of(process: &Process, next: u64, truncated_before: Option<u64>) -> ProcessStatus {
+    ProcessStatus {
+        process_id: process.id.clone(),
+        state: process.state().name(),
+        next_offset: Some(next),
+        truncated_before,
+    }
+}

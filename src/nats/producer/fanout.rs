@@ -1,0 +1,142 @@
+//! Asking every worker: discovery (`cmdr.workers.<producer>`: each live worker answers
+//! with its id and the producer's sessions it holds) and `PROCESS_LIST` over the whole
+//! pool (each worker's list, merged).
+//!
+//! Core NATS cannot say how many answers a request will get, so discovery takes answers
+//! until [`DISCOVERY_QUIET`] passes without a new one (after the first, which may take up to
+//! [`ACCEPT_TIMEOUT`](super::ACCEPT_TIMEOUT)); no subscriber at all is known at once.
+
+use std::time::Duration;
+
+use async_nats::{Client, StatusCode};
+use cmdr_executors::{Command, ExecutionStatus, OutputResult};
+use futures_util::StreamExt;
+
+use super::route::{Holds, Target};
+use super::{nats_error, rejected, Producer, ProducerError, ACCEPT_TIMEOUT};
+use crate::nats::subjects;
+use crate::nats::wire::WorkerInfo;
+
+/// After the first answer, discovery ends once this passes without another one.
+pub const DISCOVERY_QUIET: Duration = Duration::from_millis(500);
+
+/// The workers on the bus (each once), as they answer `cmdr.workers.<producer>`.
+pub(super) async fn discover(
+    client: &Client,
+    producer: &str,
+) -> Result<Vec<WorkerInfo>, ProducerError> {
+    let inbox = client.new_inbox();
+    let mut answers = client.subscribe(inbox.clone()).await.map_err(nats_error)?;
+    client
+        .publish_with_reply(subjects::workers(producer), inbox, bytes::Bytes::new())
+        .await
+        .map_err(nats_error)?;
+    client.flush().await.map_err(nats_error)?;
+    let mut found: Vec<WorkerInfo> = Vec::new();
+    loop {
+        let wait = if found.is_empty() {
+            ACCEPT_TIMEOUT
+        } else {
+            DISCOVERY_QUIET
+        };
+        let Ok(Some(answer)) = tokio::time::timeout(wait, answers.next()).await else {
+            break;
+        };
+        if answer.status == Some(StatusCode::NO_RESPONDERS) {
+            break;
+        }
+        match serde_json::from_slice::<WorkerInfo>(&answer.payload) {
+            Ok(info)
+                if subjects::is_valid_id(&info.worker)
+                    && !found.iter().any(|f| f.worker == info.worker) =>
+            {
+                found.push(info);
+            }
+            _ => tracing::debug!("ignored a malformed discovery answer"),
+        }
+    }
+    Ok(found)
+}
+
+impl Producer {
+    /// `PROCESS_LIST` on every worker of `workers`, merged into one result for `id`.
+    pub(super) async fn list_everywhere(
+        &self,
+        command: &Command,
+        id: &str,
+        workers: Vec<WorkerInfo>,
+    ) -> OutputResult {
+        let parts = workers.into_iter().enumerate().map(|(n, info)| {
+            let mut part = command.clone();
+            *part.command_id_mut() = format!("{id}-{n}");
+            let target = Target {
+                worker: info.worker,
+                holds: Holds::Part,
+            };
+            async move {
+                let worker = target.worker.clone();
+                (worker, self.one_part(part, target).await)
+            }
+        });
+        let answers = futures_util::future::join_all(parts).await;
+        merge(id, command.command_type().as_str(), answers)
+    }
+
+    /// One worker's terminal result for `part`.
+    async fn one_part(&self, part: Command, target: Target) -> OutputResult {
+        let (id, ty) = (part.command_id().to_owned(), part.command_type());
+        let mut stream = match self.submit_to_worker(part, target).await {
+            Ok(stream) => stream,
+            Err(e) => return rejected(&id, ty.as_str(), &e),
+        };
+        let mut last = None;
+        while let Some(result) = stream.next().await {
+            last = Some(result);
+        }
+        last.unwrap_or_else(|| {
+            let lost = ProducerError::Nats("the worker's results ended early".to_owned());
+            rejected(&id, ty.as_str(), &lost)
+        })
+    }
+}
+
+/// One `PROCESS_LIST` result from every worker's: the entries of those that answered,
+/// oldest first; the message names those that did not. Fails only when none answered.
+fn merge(id: &str, command_type: &str, answers: Vec<(String, OutputResult)>) -> OutputResult {
+    let mut entries: Vec<serde_json::Value> = Vec::new();
+    let mut missing = Vec::new();
+    let mut failure = None;
+    let mut listed_any = false;
+    for (worker, answer) in answers {
+        let listed = (answer.status == ExecutionStatus::Succeeded)
+            .then(|| serde_json::from_str::<Vec<serde_json::Value>>(&answer.result_data).ok())
+            .flatten();
+        match listed {
+            Some(list) => {
+                listed_any = true;
+                entries.extend(list);
+            }
+            None => {
+                missing.push(format!("{worker} ({})", answer.error));
+                failure.get_or_insert(answer);
+            }
+        }
+    }
+    if let (false, Some(mut failure)) = (listed_any, failure) {
+        id.clone_into(&mut failure.command_id);
+        return failure;
+    }
+    entries.sort_by(|a, b| a["startedAt"].as_str().cmp(&b["startedAt"].as_str()));
+    let running = entries.iter().filter(|e| e["state"] == "running").count();
+    let mut message = format!("{} processes ({running} running).", entries.len());
+    if !missing.is_empty() {
+        message.push_str(&format!(" Not listed: {}.", missing.join(", ")));
+    }
+    let mut result = rejected(id, command_type, &ProducerError::Nats(String::new()));
+    result.status = ExecutionStatus::Succeeded;
+    result.message = message;
+    result.error = String::new();
+    result.error_code = None;
+    result.result_data = serde_json::to_string(&entries).unwrap_or_else(|_| "[]".to_owned());
+    result
+}

@@ -1,0 +1,189 @@
+//! What a worker serves besides the pool's queue, in both modes, over core NATS: commands
+//! addressed to it alone (`cmdr.worker.<id>.commands.<producer>.<type>`: the process
+//! commands for its processes, its sessions' commands), discovery (`cmdr.workers.<producer>`:
+//! "who is there, and which of my sessions do you hold") and liveness (`cmdr.alive.<id>`).
+//!
+//! A worker's processes live in it, so the commands about them cannot go to just any
+//! worker, nor be replayed on another one (durable mode): the producer sends them here as
+//! core requests. They run at once, up to `--jobs` of them besides the pool's commands (a
+//! busy pool must not keep a `PROCESS_OUTPUT` waiting); past that they are answered busy.
+//! Before subscribing, the worker checks that no other worker on the bus has its id.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::{Client, Request, RequestErrorKind, Subscriber};
+use futures_util::StreamExt;
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
+
+use super::common::{acknowledge, scoped_id, Runner};
+use super::options::WorkerError;
+use crate::nats::subjects;
+use crate::nats::wire::WorkerInfo;
+
+/// How long the start-up check waits for another worker with the same id to answer.
+const ID_CHECK_WAIT: Duration = Duration::from_secs(1);
+
+/// The tasks serving a worker's own subjects.
+pub(super) struct Direct {
+    commands: JoinHandle<()>,
+    discovery: JoinHandle<()>,
+    alive: Option<JoinHandle<()>>,
+    runner: Runner,
+}
+
+impl Direct {
+    /// Checks the worker's id is free, subscribes to its commands and discovery and serves
+    /// them; the commands run on `tracker` through `runner`. Liveness comes last
+    /// ([`Direct::answer_liveness`]).
+    pub(super) async fn start(
+        client: &Client,
+        runner: Runner,
+        jobs: usize,
+        tracker: &TaskTracker,
+    ) -> Result<Self, WorkerError> {
+        let worker = runner.holding.worker_id().to_owned();
+        if !subjects::is_valid_id(&worker) {
+            return Err(WorkerError::InvalidId(worker));
+        }
+        ensure_id_free(client, &worker).await?;
+        let commands = subscribe(client, subjects::worker_commands_all(&worker)).await?;
+        let discovery = subscribe(client, subjects::WORKERS_ALL.to_owned()).await?;
+        Ok(Self {
+            commands: tokio::spawn(serve_commands(
+                commands,
+                client.clone(),
+                runner.clone(),
+                Arc::new(Semaphore::new(jobs.max(1))),
+                tracker.clone(),
+            )),
+            discovery: tokio::spawn(answer_discovery(discovery, client.clone(), runner.clone())),
+            alive: None,
+            runner,
+        })
+    }
+
+    /// Answers on `cmdr.alive.<id>`: the worker's last subscription, so a worker that
+    /// answers there has every subscription in place.
+    pub(super) async fn answer_liveness(&mut self, client: &Client) -> Result<(), WorkerError> {
+        let alive = subscribe(client, subjects::alive(self.runner.holding.worker_id())).await?;
+        let holding = self.runner.holding.clone();
+        self.alive = Some(tokio::spawn(holding.answer(alive, client.clone())));
+        Ok(())
+    }
+
+    /// Stops taking commands (shutdown); discovery and liveness are still answered while
+    /// the running ones finish.
+    pub(super) fn stop(&self) {
+        self.commands.abort();
+    }
+
+    /// Stops answering discovery and liveness (the last step of shutdown).
+    pub(super) fn stop_answering(&self) {
+        self.discovery.abort();
+        if let Some(alive) = &self.alive {
+            alive.abort();
+        }
+    }
+}
+
+impl Drop for Direct {
+    fn drop(&mut self) {
+        self.commands.abort();
+        self.stop_answering();
+    }
+}
+
+async fn subscribe(client: &Client, subject: String) -> Result<Subscriber, WorkerError> {
+    client
+        .subscribe(subject)
+        .await
+        .map_err(|source| WorkerError::Subscribe {
+            subject: "cmdr.worker.<id>.commands.> / cmdr.workers.* / cmdr.alive.<id>",
+            source,
+        })
+}
+
+/// Refuses to start when a worker already answers on `cmdr.alive.<worker>`: two workers
+/// with one id would both run the commands meant for one of them.
+async fn ensure_id_free(client: &Client, worker: &str) -> Result<(), WorkerError> {
+    let request = Request::new()
+        .payload(bytes::Bytes::new())
+        .timeout(Some(ID_CHECK_WAIT));
+    match client.send_request(subjects::alive(worker), request).await {
+        Ok(_) => Err(WorkerError::IdInUse(worker.to_owned())),
+        Err(e) if e.kind() == RequestErrorKind::NoResponders => Ok(()),
+        // Nobody answered in time (or the server could not say): take the id.
+        Err(e) => {
+            tracing::debug!("checking the worker id: {e}");
+            Ok(())
+        }
+    }
+}
+
+/// Runs every command addressed to this worker at once, `jobs` at most (beyond: busy).
+async fn serve_commands(
+    mut commands: Subscriber,
+    client: Client,
+    runner: Runner,
+    slots: Arc<Semaphore>,
+    tracker: TaskTracker,
+) {
+    while let Some(message) = commands.next().await {
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            acknowledge(&client, &message, runner.holding.worker_id(), true).await;
+            continue;
+        };
+        runner
+            .holding
+            .hold(&scoped_id(&message.subject, &message.payload));
+        acknowledge(&client, &message, runner.holding.worker_id(), false).await;
+        let runner = runner.clone();
+        tracker.spawn(async move {
+            runner.run(&message).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Answers every `cmdr.workers.<producer>` request with this worker's id and the
+/// sessions it holds for that producer (only that producer's).
+async fn answer_discovery(mut requests: Subscriber, client: Client, runner: Runner) {
+    while let Some(request) = requests.next().await {
+        let (Some(reply), Some(producer)) = (
+            request.reply.clone(),
+            subjects::producer_of_discovery(&request.subject),
+        ) else {
+            continue;
+        };
+        let info = WorkerInfo {
+            worker: runner.holding.worker_id().to_owned(),
+            sessions: sessions(&runner, producer),
+        };
+        answer(&client, reply, &info).await;
+    }
+}
+
+/// The names of the live sessions `producer` has on this worker (in its scope,
+/// `nats:<producer>`; another producer's are not even named).
+fn sessions(runner: &Runner, producer: &str) -> Vec<String> {
+    runner
+        .registry
+        .processes()
+        .list(&crate::scopes::nats(producer))
+        .iter()
+        .filter(|p| p.state() == cmdr_executors::ProcessState::Running)
+        .filter_map(|p| p.session().map(str::to_owned))
+        .collect()
+}
+
+async fn answer(client: &Client, reply: async_nats::Subject, info: &WorkerInfo) {
+    let Ok(body) = serde_json::to_vec(info) else {
+        return;
+    };
+    if let Err(e) = client.publish(reply, body.into()).await {
+        tracing::warn!("answering a discovery request: {e}");
+    }
+}

@@ -1,0 +1,210 @@
+//! One result as one JSON line, fast for large output chunks.
+//!
+//! `serde_json` escapes a string one byte at a time through a lookup table; for a 64 KiB
+//! output chunk that loop was the largest single cost of `cmdr exec` printing output
+//! (BENCHMARKS.md, issue 19). Here a chunk's `resultData` is escaped eight bytes at a time
+//! (runs that need no escape are copied whole) straight into the line's buffer, and
+//! spliced into what `serde_json` writes for the rest of the result. The bytes are exactly
+//! `serde_json`'s: the same escapes (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other
+//! control characters as `\u00xx`), nothing else escaped.
+
+use cmdr_executors::OutputResult;
+
+/// Below this many bytes of `resultData`, `serde_json` alone writes the line.
+const SPLICE_FROM: usize = 1024;
+
+/// Stands in for `resultData` while `serde_json` writes the rest.
+const PLACEHOLDER: &str = "-";
+
+/// The key and placeholder as `serde_json` writes them. Inside a JSON string every `"` is
+/// escaped, so this unescaped sequence can only be the key itself.
+const NEEDLE: &[u8] = b"\"resultData\":\"-\"";
+
+/// Appends `result` as JSON (no newline) to `out`; `result` is left as it was.
+pub fn encode(result: &mut OutputResult, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    if result.result_data.len() < SPLICE_FROM {
+        return serde_json::to_writer(&mut *out, result);
+    }
+    let data = std::mem::replace(&mut result.result_data, PLACEHOLDER.to_owned());
+    let start = out.len();
+    let written = serde_json::to_writer(&mut *out, &*result);
+    result.result_data = data;
+    written?;
+    let at = out
+        .get(start..)
+        .and_then(|line| memchr::memmem::find(line, NEEDLE))
+        .map(|at| start + at);
+    let Some(at) = at else {
+        // Not reachable with OutputResult's fields; serde_json alone is always right.
+        out.truncate(start);
+        return serde_json::to_writer(&mut *out, result);
+    };
+    let tail = out.split_off(at + NEEDLE.len());
+    out.truncate(at + NEEDLE.len() - PLACEHOLDER.len() - 2);
+    out.reserve(result.result_data.len() + tail.len() + 16);
+    escape_str(&result.result_data, out);
+    out.extend_from_slice(&tail);
+    Ok(())
+}
+
+/// Appends `text` to `out` as a JSON string (with its quotes), byte for byte as
+/// `serde_json` writes it.
+pub fn escape_str(text: &str, out: &mut Vec<u8>) {
+    let bytes = text.as_bytes();
+    out.push(b'"');
+    // Bytes before `run` are written; `run..i` need no escape.
+    let mut run = 0;
+    let mut i = 0;
+    while let Some(word) = word_at(bytes, i) {
+        // Four clean words at a time (the common case), then word by word.
+        let block = [8, 16, 24].map(|k| word_at(bytes, i + k).map_or(1, escape_mask));
+        if escape_mask(word) | block[0] | block[1] | block[2] == 0 {
+            i += 32;
+            continue;
+        }
+        let mask = escape_mask(word);
+        if mask == 0 {
+            i += 8;
+            continue;
+        }
+        // The lowest flagged byte is exact (false positives only sit above a true one).
+        let at = i + (mask.trailing_zeros() / 8) as usize;
+        escape_one(bytes, &mut run, at, out);
+        i = at + 1;
+    }
+    while i < bytes.len() {
+        escape_one(bytes, &mut run, i, out);
+        i += 1;
+    }
+    out.extend_from_slice(bytes.get(run..).unwrap_or_default());
+    out.push(b'"');
+}
+/// The eight bytes at `at`, as a little-endian word.
+fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let word = bytes.get(at..at.checked_add(8)?)?;
+    <[u8; 8]>::try_from(word).ok().map(u64::from_le_bytes)
+}
+
+/// Nonzero when any of the eight bytes of `word` is a control character, `"` or `\`; its
+/// lowest set bit is the high bit of the first such byte. (Bytes ≥ 0x80 never count.)
+fn escape_mask(word: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+    let quote = zero_byte(word ^ (ONES * u64::from(b'"')));
+    let backslash = zero_byte(word ^ (ONES * u64::from(b'\\')));
+    control | quote | backslash
+}
+
+/// Writes the byte at `at` escaped, with the clean run before it, if it needs escaping.
+fn escape_one(bytes: &[u8], run: &mut usize, at: usize, out: &mut Vec<u8>) {
+    let byte = bytes.get(at).copied().unwrap_or_default();
+    if let Some(escaped) = escape_byte(byte) {
+        out.extend_from_slice(bytes.get(*run..at).unwrap_or_default());
+        out.extend_from_slice(escaped.as_bytes());
+        *run = at + 1;
+    }
+}
+
+/// The escape `serde_json` writes for `byte`, if it needs one.
+fn escape_byte(byte: u8) -> Option<std::borrow::Cow<'static, str>> {
+    let short = match byte {
+        b'"' => "\\\"",
+        b'\\' => "\\\\",
+        0x08 => "\\b",
+        0x0c => "\\f",
+        b'\n' => "\\n",
+        b'\r' => "\\r",
+        b'\t' => "\\t",
+        0..=0x1f => return Some(format!("\\u{byte:04x}").into()),
+        _ => return None,
+    };
+    Some(short.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cmdr_executors::ExecutionStatus;
+
+    fn serde(text: &str) -> Vec<u8> {
+        serde_json::to_vec(text).unwrap()
+    }
+
+    fn ours(text: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        escape_str(text, &mut out);
+        out
+    }
+
+    #[test]
+    fn every_byte_class_escapes_as_serde_json_does() {
+        for c in (0u32..0x250).chain([0x2028, 0x2029, 0xfeff, 0x1f600]) {
+            let Some(c) = char::from_u32(c) else { continue };
+            // At every offset within a word, and with neighbours of every kind.
+            for pad in 0..9 {
+                let text = format!("{}{c}a\"{c}\\{}", "x".repeat(pad), "é".repeat(pad));
+                assert_eq!(ours(&text), serde(&text), "{c:?} at {pad}");
+            }
+        }
+    }
+
+    fn chunk_of_every_class() -> String {
+        let mut text = String::new();
+        for round in 0..2000u32 {
+            text.push_str("plain ascii text that needs no escape at all ");
+            text.push(char::from_u32(round % 0x20).unwrap_or('?'));
+            text.push_str("\"quoted\" back\\slash\u{7f} é € 😀 \u{fffd}");
+            text.push_str(&String::from_utf8_lossy(b"bad \xff\xfe utf8 \xe2\x82"));
+        }
+        text
+    }
+
+    fn result(data: String) -> OutputResult {
+        OutputResult {
+            command_id: "id \"1\"".into(),
+            command_type: "BASH_EXEC".into(),
+            status: ExecutionStatus::Running,
+            message: "Command output \"resultData\":\"-\"".into(),
+            error: "e\\".into(),
+            result_data: data,
+            error_code: Some("X".into()),
+            exit_code: Some(3),
+            final_cwd: Some("/tmp/\"resultData\":\"-\"".into()),
+            duration_ms: None,
+            truncated_bytes: None,
+            process_id: None,
+            process_state: None,
+            next_offset: Some(7),
+            truncated_before: None,
+            queue: None,
+        }
+    }
+
+    #[test]
+    fn a_chunk_with_every_byte_class_round_trips_exactly() {
+        let data = chunk_of_every_class();
+        assert!(data.len() > SPLICE_FROM);
+        let mut message = result(data.clone());
+        let mut line = b"before".to_vec();
+        encode(&mut message, &mut line).unwrap();
+        assert_eq!(message.result_data, data, "the result is left as it was");
+        let expected = serde_json::to_vec(&message).unwrap();
+        assert_eq!(line.get(6..), Some(&expected[..]));
+        let back: OutputResult = serde_json::from_slice(&expected).unwrap();
+        assert_eq!(back.result_data, data);
+        assert_eq!(back.final_cwd, message.final_cwd);
+        assert_eq!(back.message, message.message);
+    }
+
+    #[test]
+    fn small_and_empty_chunks_are_serde_jsons() {
+        for data in ["", "-", "a\u{1}\"\\"] {
+            let mut message = result(data.into());
+            let mut line = Vec::new();
+            encode(&mut message, &mut line).unwrap();
+            assert_eq!(line, serde_json::to_vec(&message).unwrap());
+        }
+    }
+}
