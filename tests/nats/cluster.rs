@@ -108,7 +108,10 @@ impl Logs {
         for name in ["in-process.log", "host.log"] {
             let text = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
             let needle = format!("{id}\u{20}");
-            for line in text.lines().filter(|l| l.contains(&needle) || l.ends_with(id)) {
+            for line in text
+                .lines()
+                .filter(|l| l.contains(&needle) || l.ends_with(id))
+            {
                 out += &format!("  [{name}] {line}\n");
             }
         }
@@ -240,11 +243,10 @@ async fn a_cluster_losing_its_stream_leader_loses_no_command() {
     if !unfinished.is_empty() {
         let ids: Vec<String> = unfinished.iter().map(|(n, ..)| id_of(*n)).collect();
         let report = diagnose(&urls, producer.id(), &ids, &logs).await;
-        panic!(
-            "{} unfinished: {unfinished:#?}\n{report}",
-            unfinished.len()
-        );
+        panic!("{} unfinished: {unfinished:#?}\n{report}", unfinished.len());
     }
+    // Shown with --nocapture: how often a follower had to catch up from the leader.
+    eprintln!("{}", logs.lines_about("resuming"));
     stop.cancel();
     for worker in workers {
         worker.await.unwrap().unwrap();

@@ -11,7 +11,7 @@ use cmdr_executors::{decode_command, ExecutionStatus, OutputResult, Registry};
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::{assert_ok, collect, data, terminal, NatsServer, PATIENCE};
+use super::{assert_ok, collect, data, terminal, until_all_acknowledged, NatsServer, PATIENCE};
 
 fn settings() -> DurableSettings {
     DurableSettings {
@@ -138,11 +138,8 @@ async fn commands_wait_for_a_worker_and_results_replay_from_the_start() {
     let replayed = collect(producer.replay("d1").await.unwrap()).await;
     assert_eq!(data(&replayed), data(&first));
     assert_eq!(terminal(&replayed).status, ExecutionStatus::Succeeded);
-    assert_eq!(
-        commands_waiting(&server).await,
-        0,
-        "acknowledged after the terminal result"
-    );
+    // Acknowledged after the terminal result is stored (so possibly just after it is read).
+    until_all_acknowledged(&server).await;
     stop.cancel();
     tokio::time::timeout(PATIENCE, task).await.unwrap().unwrap();
 }
@@ -220,7 +217,7 @@ async fn a_worker_killed_mid_command_leaves_it_to_another() {
         "the restart is announced: {output:?}"
     );
     assert!(output.ends_with("start\ndone\n"), "{output:?}");
-    assert_eq!(commands_waiting(&server).await, 0);
+    until_all_acknowledged(&server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,11 +239,8 @@ async fn past_the_delivery_limit_the_command_fails_and_says_why() {
         Some("REDELIVERY_LIMIT"),
         "{end:?}"
     );
-    assert_eq!(
-        commands_waiting(&server).await,
-        0,
-        "a poison command is not redelivered forever"
-    );
+    // A poison command is not redelivered forever.
+    until_all_acknowledged(&server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -267,7 +261,7 @@ async fn a_nats_server_restart_mid_command_loses_nothing() {
     assert_eq!(data(&rest), "after\n");
     let replayed = collect(producer.replay("r1").await.unwrap()).await;
     assert_eq!(data(&replayed), "before\nafter\n");
-    assert_eq!(commands_waiting(&server).await, 0);
+    until_all_acknowledged(&server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,7 +343,7 @@ async fn a_thousand_durable_commands_over_two_workers_each_end_once() {
     while let Some(done) = tasks.join_next().await {
         done.unwrap();
     }
-    assert_eq!(commands_waiting(&server).await, 0);
+    until_all_acknowledged(&server).await;
 }
 
 #[tokio::test]
@@ -387,5 +381,5 @@ async fn durable_cancel_and_poison_messages() {
         terminal(&answered).error_code.as_deref(),
         Some("MALFORMED_JSON")
     );
-    super::until_all_acknowledged(&server).await;
+    until_all_acknowledged(&server).await;
 }

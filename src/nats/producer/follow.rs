@@ -13,6 +13,16 @@
 //! surviving nodes waiting 15 to 30 s for a consumer nobody served (seen in the cluster
 //! test under load: commands past its deadline with their output but no terminal).
 //!
+//! A consumer can also fall silent while its node is alive: seen in the cluster test, an R1
+//! consumer kept sending heartbeats but never delivered a terminal that the stream had
+//! stored (quorum-acknowledged) while its leader was being killed — the consumer's replica
+//! never caught up. So after [`FIRST_CHECK`] without a result the follower asks the stream
+//! leader itself for the next result after the last one delivered (`STREAM.MSG.GET`,
+//! `next_by_subj`); if the leader has one, the follower hands over what the leader holds
+//! and resumes on a new consumer. Quiet commands are checked less and less often (the
+//! pause doubles up to [`LAST_CHECK`]), so a thousand silent followers cost a few requests
+//! a second.
+//!
 //! Each consumer is deleted as soon as it is done with, not left for the server to expire:
 //! a producer following thousands of commands a minute would otherwise pile up thousands
 //! of idle consumers and reach the server's consumer limit (measured: commands stalled
@@ -42,6 +52,13 @@ const INACTIVE_THRESHOLD: Duration = Duration::from_secs(10);
 const HEARTBEAT: Duration = Duration::from_secs(1);
 /// How long one pull request lasts before the client renews it.
 const PULL_EXPIRES: Duration = Duration::from_secs(10);
+/// Silence after which the follower first asks the stream leader whether its consumer
+/// missed a result.
+const FIRST_CHECK: Duration = Duration::from_secs(2);
+/// The longest pause between those checks.
+const LAST_CHECK: Duration = Duration::from_secs(16);
+/// How long the stream leader gets to answer a check.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A result, or why following stopped.
 pub(super) type Followed = Result<OutputResult, String>;
@@ -122,6 +139,12 @@ impl Follower {
             .await
             .map_err(|e| e.to_string())?;
         let name = consumer.cached_info().name.clone();
+        let node = consumer
+            .cached_info()
+            .cluster
+            .as_ref()
+            .and_then(|c| c.leader.clone());
+        tracing::debug!(%subject, consumer = %name, ?node, ?start, "following results");
         let follower = Follower {
             messages: match consumer
                 .stream()
@@ -144,17 +167,27 @@ impl Follower {
     }
 
     /// Hands results to `tx` until the terminal one (true), the reader goes away (true) or
-    /// the consumer fails (false: resume after `next_sequence`).
+    /// the consumer fails or falls behind the stream (false: resume after `next_sequence`).
     async fn forward(
         &mut self,
         tx: &mpsc::Sender<Followed>,
         next_sequence: &mut Option<u64>,
         failures: &mut u32,
     ) -> bool {
+        let mut check_after = FIRST_CHECK;
         loop {
             let item = tokio::select! {
                 item = self.messages.next() => item,
                 () = tx.closed() => return true,
+                () = tokio::time::sleep(check_after) => {
+                    match self.catch_up(tx, next_sequence).await {
+                        Some(finished) => return finished,
+                        None => {
+                            check_after = (check_after * 2).min(LAST_CHECK);
+                            continue;
+                        }
+                    }
+                }
             };
             let Some(item) = item else { return false };
             let message = match item {
@@ -166,19 +199,63 @@ impl Follower {
                 }
             };
             *failures = 0;
-            if let Ok(info) = message.info() {
-                // Never hand over a result twice (a consumer that starts over).
-                if next_sequence.is_some_and(|next| info.stream_sequence < next) {
-                    continue;
+            check_after = FIRST_CHECK;
+            let sequence = message.info().ok().map(|info| info.stream_sequence);
+            if let Some(finished) = hand_over(tx, next_sequence, sequence, &message.payload).await {
+                return finished;
+            }
+        }
+    }
+
+    /// Asks the stream leader for the results after `next_sequence`: `None` if it has none
+    /// (or cannot say), else hands them over and tells whether following is finished
+    /// (true) or goes on with a new consumer (false).
+    async fn catch_up(
+        &self,
+        tx: &mpsc::Sender<Followed>,
+        next_sequence: &mut Option<u64>,
+    ) -> Option<bool> {
+        let mut caught_up = 0usize;
+        loop {
+            let next = self.next_stored(next_sequence.unwrap_or(1)).await;
+            let Some(message) = next else {
+                if caught_up == 0 {
+                    return None;
                 }
-                *next_sequence = Some(info.stream_sequence + 1);
+                let (subject, consumer) = (&self.subject, &self.name);
+                tracing::info!(
+                    %subject, %consumer, caught_up,
+                    "results consumer fell behind its stream; read from the leader, resuming"
+                );
+                return Some(false);
+            };
+            caught_up += 1;
+            if let Some(finished) =
+                hand_over(tx, next_sequence, Some(message.sequence), &message.payload).await
+            {
+                return Some(finished);
             }
-            let parsed = serde_json::from_slice::<OutputResult>(&message.payload)
-                .map_err(|e| format!("malformed result: {e}"));
-            let terminal = parsed.as_ref().map_or(true, |r| r.status.is_terminal());
-            if tx.send(parsed).await.is_err() || terminal {
-                return true;
+        }
+    }
+
+    /// The first result stored at or after `from`, as the stream leader has it.
+    async fn next_stored(&self, from: u64) -> Option<jetstream::message::StreamMessage> {
+        let request = self
+            .stream
+            .raw_message_builder()
+            .sequence(from)
+            .next_by_subject(self.subject.clone())
+            .send();
+        match tokio::time::timeout(CHECK_TIMEOUT, request).await {
+            Ok(Ok(message)) => Some(message),
+            Ok(Err(e)) => {
+                if e.kind() != jetstream::stream::RawMessageErrorKind::NoMessageFound {
+                    let subject = &self.subject;
+                    tracing::debug!(%subject, "asking the stream leader for results: {e}");
+                }
+                None
             }
+            Err(_) => None,
         }
     }
 
@@ -189,4 +266,28 @@ impl Follower {
             tracing::debug!(%subject, "deleting a results consumer: {e}");
         }
     }
+}
+
+/// Hands one stored result (at stream `sequence`) to `tx`, unless it was handed over
+/// already. `Some(true)` when following is finished (the terminal, or the reader left).
+async fn hand_over(
+    tx: &mpsc::Sender<Followed>,
+    next_sequence: &mut Option<u64>,
+    sequence: Option<u64>,
+    payload: &[u8],
+) -> Option<bool> {
+    if let Some(sequence) = sequence {
+        // Never hand over a result twice (a consumer that starts over, a catch-up).
+        if next_sequence.is_some_and(|next| sequence < next) {
+            return None;
+        }
+        *next_sequence = Some(sequence + 1);
+    }
+    let parsed = serde_json::from_slice::<OutputResult>(payload)
+        .map_err(|e| format!("malformed result: {e}"));
+    let terminal = parsed.as_ref().map_or(true, |r| r.status.is_terminal());
+    if tx.send(parsed).await.is_err() || terminal {
+        return Some(true);
+    }
+    None
 }
