@@ -2,9 +2,9 @@
 //!
 //! `serde_json` escapes a string one byte at a time through a lookup table; for a 64 KiB
 //! output chunk that loop was the largest single cost of `cmdr exec` printing output
-//! (BENCHMARKS.md, issue 19). Here a chunk's `resultData` is escaped eight bytes at a time
-//! (runs that need no escape are copied whole) straight into the line's buffer, and
-//! spliced into what `serde_json` writes for the rest of the result. The bytes are exactly
+//! (BENCHMARKS.md, issue 19). Here a chunk's `resultData` is escaped with SIMD (16 or 32
+//! bytes at a time) straight into the line's buffer, and spliced into what `serde_json`
+//! writes for the rest of the result. The bytes are exactly
 //! `serde_json`'s: the same escapes (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other
 //! control characters as `\u00xx`), nothing else escaped.
 
@@ -48,79 +48,10 @@ pub fn encode(result: &mut OutputResult, out: &mut Vec<u8>) -> serde_json::Resul
 }
 
 /// Appends `text` to `out` as a JSON string (with its quotes), byte for byte as
-/// `serde_json` writes it.
+/// `serde_json` writes it (`json-escape-simd`: sonic-rs's SIMD kernel; the tests below hold
+/// it to serde_json for every byte class).
 pub fn escape_str(text: &str, out: &mut Vec<u8>) {
-    let bytes = text.as_bytes();
-    out.push(b'"');
-    // Bytes before `run` are written; `run..i` need no escape.
-    let mut run = 0;
-    let mut i = 0;
-    while let Some(word) = word_at(bytes, i) {
-        // Four clean words at a time (the common case), then word by word.
-        let block = [8, 16, 24].map(|k| word_at(bytes, i + k).map_or(1, escape_mask));
-        if escape_mask(word) | block[0] | block[1] | block[2] == 0 {
-            i += 32;
-            continue;
-        }
-        let mask = escape_mask(word);
-        if mask == 0 {
-            i += 8;
-            continue;
-        }
-        // The lowest flagged byte is exact (false positives only sit above a true one).
-        let at = i + (mask.trailing_zeros() / 8) as usize;
-        escape_one(bytes, &mut run, at, out);
-        i = at + 1;
-    }
-    while i < bytes.len() {
-        escape_one(bytes, &mut run, i, out);
-        i += 1;
-    }
-    out.extend_from_slice(bytes.get(run..).unwrap_or_default());
-    out.push(b'"');
-}
-/// The eight bytes at `at`, as a little-endian word.
-fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
-    let word = bytes.get(at..at.checked_add(8)?)?;
-    <[u8; 8]>::try_from(word).ok().map(u64::from_le_bytes)
-}
-
-/// Nonzero when any of the eight bytes of `word` is a control character, `"` or `\`; its
-/// lowest set bit is the high bit of the first such byte. (Bytes ≥ 0x80 never count.)
-fn escape_mask(word: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
-    let quote = zero_byte(word ^ (ONES * u64::from(b'"')));
-    let backslash = zero_byte(word ^ (ONES * u64::from(b'\\')));
-    control | quote | backslash
-}
-
-/// Writes the byte at `at` escaped, with the clean run before it, if it needs escaping.
-fn escape_one(bytes: &[u8], run: &mut usize, at: usize, out: &mut Vec<u8>) {
-    let byte = bytes.get(at).copied().unwrap_or_default();
-    if let Some(escaped) = escape_byte(byte) {
-        out.extend_from_slice(bytes.get(*run..at).unwrap_or_default());
-        out.extend_from_slice(escaped.as_bytes());
-        *run = at + 1;
-    }
-}
-
-/// The escape `serde_json` writes for `byte`, if it needs one.
-fn escape_byte(byte: u8) -> Option<std::borrow::Cow<'static, str>> {
-    let short = match byte {
-        b'"' => "\\\"",
-        b'\\' => "\\\\",
-        0x08 => "\\b",
-        0x0c => "\\f",
-        b'\n' => "\\n",
-        b'\r' => "\\r",
-        b'\t' => "\\t",
-        0..=0x1f => return Some(format!("\\u{byte:04x}").into()),
-        _ => return None,
-    };
-    Some(short.into())
+    json_escape_simd::escape_into(text, out);
 }
 
 #[cfg(test)]
@@ -142,8 +73,9 @@ mod tests {
     fn every_byte_class_escapes_as_serde_json_does() {
         for c in (0u32..0x250).chain([0x2028, 0x2029, 0xfeff, 0x1f600]) {
             let Some(c) = char::from_u32(c) else { continue };
-            // At every offset within a word, and with neighbours of every kind.
-            for pad in 0..9 {
+            // At every offset within a SIMD block (16 or 32 bytes) and across blocks, with
+            // neighbours of every kind.
+            for pad in 0..70 {
                 let text = format!("{}{c}a\"{c}\\{}", "x".repeat(pad), "é".repeat(pad));
                 assert_eq!(ours(&text), serde(&text), "{c:?} at {pad}");
             }

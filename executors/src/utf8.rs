@@ -20,6 +20,35 @@ impl Utf8Decoder {
         }
     }
 
+    /// [`Utf8Decoder::decode`] taking the bytes out of `buf` (left empty): when `out` is
+    /// empty and nothing is held back, valid bytes move into `out` without being copied
+    /// (`buf` gets `out`'s old allocation; the caller gives it capacity again before its
+    /// next read). A read of process output then reaches the result as it was read.
+    pub fn decode_from(&mut self, buf: &mut Vec<u8>, out: &mut String) {
+        if !(out.is_empty() && self.carry.is_empty()) {
+            self.decode(buf, out);
+            buf.clear();
+            return;
+        }
+        let spare = std::mem::take(out).into_bytes();
+        let bytes = std::mem::replace(buf, spare);
+        match String::from_utf8(bytes) {
+            Ok(text) => *out = text,
+            Err(e) => {
+                let error = e.utf8_error();
+                let mut bytes = e.into_bytes();
+                if error.error_len().is_none() {
+                    // Only an incomplete last character: hold it back, move the rest.
+                    self.carry = bytes.split_off(error.valid_up_to());
+                    *out = String::from_utf8(bytes).unwrap_or_default();
+                } else {
+                    self.decode(&bytes, out);
+                }
+            }
+        }
+        buf.clear();
+    }
+
     /// Flushes a held-back incomplete character as U+FFFD (end of stream).
     pub fn finish(&mut self, out: &mut String) {
         if !self.carry.is_empty() {
@@ -75,6 +104,38 @@ mod tests {
             decode_chunks(&[b"a", &euro[..1], &euro[1..2], &euro[2..], b"b"]),
             "a€b"
         );
+    }
+
+    /// `decode_from` over the same chunks, each read into a buffer of its own.
+    fn decode_moved(chunks: &[&[u8]]) -> String {
+        let mut d = Utf8Decoder::default();
+        let (mut out, mut whole) = (String::new(), String::new());
+        for (i, c) in chunks.iter().enumerate() {
+            let mut buf = c.to_vec();
+            d.decode_from(&mut buf, &mut out);
+            assert!(buf.is_empty());
+            // Every other chunk is sent on (the next one moves in), the rest accumulate.
+            if i % 2 == 0 {
+                whole.push_str(&std::mem::take(&mut out));
+            }
+        }
+        whole.push_str(&out);
+        d.finish(&mut whole);
+        whole
+    }
+
+    #[test]
+    fn moving_decoded_bytes_gives_the_same_text_as_copying_them() {
+        let euro = "€".as_bytes();
+        let cases: [&[&[u8]]; 4] = [
+            &[b"a", &euro[..1], &euro[1..2], &euro[2..], b"b"],
+            &[b"a\xFFb", b"\xC3", b"x"],
+            &[b"plain", b" text", b"\xE2\x82", b"\xACend"],
+            &[b"\xE2\x82", b"x", b"", b"\xC3"],
+        ];
+        for chunks in cases {
+            assert_eq!(decode_moved(chunks), decode_chunks(chunks), "{chunks:?}");
+        }
     }
 
     #[test]

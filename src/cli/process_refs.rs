@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cmdr_executors::OutputResult;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -38,10 +37,10 @@ pub(super) struct Tracker {
 }
 
 impl Tracker {
-    /// Records what the command started (from its terminal result).
-    pub(super) fn finish(self, terminal: &OutputResult) {
-        let started = match &terminal.process_id {
-            Some(id) => Started::Process(id.clone()),
+    /// Records what the command started: the `process_id` of its terminal result.
+    pub(super) fn finish(self, process_id: Option<String>) {
+        let started = match process_id {
+            Some(id) => Started::Process(id),
             None => {
                 // Nothing to name: forget it (the map holds only processes).
                 let mut starts = self.refs.lock();

@@ -44,8 +44,8 @@ use crate::json_lines::{JsonLines, Piece};
 /// Lines buffered for stdout before commands wait for the terminal/pipe.
 const OUTPUT_QUEUE: usize = 256;
 
-/// Bytes of stdout buffered before a write: small lines are gathered into one `write`;
-/// a line this long or longer (an output chunk) is written straight from its own buffer.
+/// Bytes of stdout gathered before a write: small lines share one `write`; an output chunk
+/// (longer) is written as soon as it is encoded.
 const STDOUT_BUFFER: usize = 32 * 1024;
 
 /// How long an interrupted run waits for a cancelled command's own terminal result (a
@@ -159,7 +159,7 @@ async fn open_input(arg: Option<&str>) -> Result<Input, String> {
 async fn run_all<S: Submitter>(
     input: Input,
     submitter: &S,
-    lines: &mpsc::Sender<Vec<u8>>,
+    lines: &mpsc::Sender<OutputResult>,
     all_ok: &Arc<AtomicBool>,
     options: RunOptions,
     interrupt: &CancellationToken,
@@ -191,7 +191,7 @@ async fn run_all<S: Submitter>(
                 let detail = format!("line {line}: {error}");
                 let failure = DecodeFailure::not_utf8(&lossy, detail);
                 all_ok.store(false, Ordering::Release);
-                if !print(lines, &mut failure.to_result()).await {
+                if !print(lines, failure.to_result()).await {
                     break;
                 }
                 continue;
@@ -238,7 +238,7 @@ async fn run_all<S: Submitter>(
 /// Prints a command's results; true when it succeeded.
 async fn forward(
     stream: impl CommandStream,
-    lines: &mpsc::Sender<Vec<u8>>,
+    lines: &mpsc::Sender<OutputResult>,
     options: RunOptions,
     interrupt: &CancellationToken,
     tracker: Option<Tracker>,
@@ -251,12 +251,13 @@ async fn forward(
             None => return false,
         }
     };
-    let mut result = result;
     let ok = result.status == ExecutionStatus::Succeeded;
-    let printed = print(lines, &mut result).await;
+    // Queued for printing before the tracker lets the line that waited on it go on, so that
+    // line prints after it.
+    let process_id = result.process_id.clone();
+    let printed = print(lines, result).await;
     if let Some(tracker) = tracker {
-        // After printing: the line that waited on it prints after it.
-        tracker.finish(&result);
+        tracker.finish(process_id);
     }
     printed && ok
 }
@@ -287,7 +288,7 @@ async fn combined(
 /// Prints every message but the terminal one, which it returns (`None`: stdout failed).
 async fn each(
     stream: impl CommandStream,
-    lines: &mpsc::Sender<Vec<u8>>,
+    lines: &mpsc::Sender<OutputResult>,
     interrupt: &CancellationToken,
 ) -> Option<OutputResult> {
     let mut stream = Interruptible::new(stream, interrupt);
@@ -298,7 +299,7 @@ async fn each(
             }
             return Some(message);
         }
-        if !print(lines, &mut message).await {
+        if !print(lines, message).await {
             return None;
         }
     }
@@ -390,50 +391,43 @@ fn mark_interrupted(result: &mut OutputResult) {
     }
 }
 
-async fn print(lines: &mpsc::Sender<Vec<u8>>, result: &mut OutputResult) -> bool {
-    let mut line = Vec::new();
-    match crate::result_line::encode(result, &mut line) {
-        Ok(()) => {
-            line.push(b'\n');
-            lines.send(line).await.is_ok()
-        }
-        Err(e) => {
-            tracing::error!("encoding a result: {e}");
-            false
-        }
-    }
+/// Queues `result` for stdout; false when stdout has failed.
+async fn print(lines: &mpsc::Sender<OutputResult>, result: OutputResult) -> bool {
+    lines.send(result).await.is_ok()
 }
 
-/// One thread owns stdout: lines are written in the order received and flushed whenever
-/// the queue runs dry. Resolves to false if stdout failed (e.g. a closed pipe).
+/// One thread owns stdout: results are encoded there (a chunk's JSON escaping overlaps
+/// the reading of the next one on another thread) into one reused buffer, written in the
+/// order received, and flushed whenever the queue runs dry or the buffer is full. Resolves
+/// to false if stdout failed (e.g. a closed pipe).
 ///
-/// A plain blocking thread with a large buffer, not `tokio::io::stdout()`: tokio's stdout
-/// hands every write to a blocking-pool thread and waits for it (two thread wake-ups per
-/// line), which cost more than the writing itself on large output (BENCHMARKS.md, issue
-/// 19). Lines are written with one `write` each when they are larger than the buffer.
-fn spawn_printer() -> (mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<bool>) {
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUTPUT_QUEUE);
+/// A plain blocking thread, not `tokio::io::stdout()`: tokio's stdout hands every write to
+/// a blocking-pool thread and waits for it (two thread wake-ups per line), which cost more
+/// than the writing itself on large output (BENCHMARKS.md, issue 19).
+fn spawn_printer() -> (mpsc::Sender<OutputResult>, tokio::task::JoinHandle<bool>) {
+    let (tx, mut rx) = mpsc::channel::<OutputResult>(OUTPUT_QUEUE);
     let task = tokio::task::spawn_blocking(move || {
         // Not locked for the whole run: a stray `println!` elsewhere must not deadlock.
-        let mut out = std::io::BufWriter::with_capacity(STDOUT_BUFFER, std::io::stdout());
-        while let Some(line) = rx.blocking_recv() {
-            let written =
-                out.write_all(&line).and_then(
-                    |()| {
-                        if rx.is_empty() {
-                            out.flush()
-                        } else {
-                            Ok(())
-                        }
-                    },
-                );
+        let mut out = std::io::stdout();
+        let mut buf = Vec::with_capacity(STDOUT_BUFFER);
+        while let Some(mut result) = rx.blocking_recv() {
+            if let Err(e) = crate::result_line::encode(&mut result, &mut buf) {
+                tracing::error!("encoding a result: {e}");
+                return false;
+            }
+            buf.push(b'\n');
+            if buf.len() < STDOUT_BUFFER && !rx.is_empty() {
+                continue;
+            }
+            let written = out.write_all(&buf).and_then(|()| out.flush());
+            buf.clear();
             if let Err(e) = written {
                 // Usually a closed pipe (`cmdr exec … | head`): not worth a warning.
                 tracing::debug!("writing results to stdout: {e}");
                 return false;
             }
         }
-        out.flush().is_ok()
+        true
     });
     (tx, task)
 }

@@ -103,8 +103,9 @@ impl Chunk {
     ) {
         match read {
             Ok(n) if n > 0 => {
-                decoder.decode(buf, &mut self.text);
-                buf.clear();
+                // A whole read usually becomes the chunk's text as it is (no copy).
+                decoder.decode_from(buf, &mut self.text);
+                buf.reserve(READ_BUF);
                 self.since.get_or_insert_with(Instant::now);
             }
             Ok(_) => *pipe = None,
