@@ -176,12 +176,13 @@ fn read_file(
 
 /// Validates `bytes` as UTF-8; an incomplete character at the end is moved to `carry`
 /// (unless `at_end`). `None` when the bytes are not UTF-8.
-fn split_utf8(mut bytes: Vec<u8>, carry: &mut Vec<u8>, at_end: bool) -> Option<String> {
-    match std::str::from_utf8(&bytes) {
-        Ok(_) => String::from_utf8(bytes).ok(),
-        Err(e) if e.error_len().is_none() && !at_end => {
-            *carry = bytes.split_off(e.valid_up_to());
-            String::from_utf8(bytes).ok()
+fn split_utf8(bytes: Vec<u8>, carry: &mut Vec<u8>, at_end: bool) -> Option<String> {
+    // Validated once: the usual whole chunk becomes its text without a copy.
+    match crate::utf8::string_from_utf8(bytes) {
+        Ok(text) => Some(text),
+        Err((mut bytes, valid, None)) if !at_end => {
+            *carry = bytes.split_off(valid);
+            crate::utf8::string_from_utf8(bytes).ok()
         }
         Err(_) => None,
     }

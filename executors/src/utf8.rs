@@ -1,6 +1,21 @@
 //! Incremental UTF-8 decoding of byte streams (process output): a character split across
 //! two reads is joined, invalid bytes become U+FFFD, nothing is dropped.
 
+/// `String::from_utf8` validated with SIMD (`simdutf8`); on failure, the bytes back and
+/// where the first error is (`valid_up_to`, and `error_len`: `None` for an incomplete
+/// last character).
+pub fn string_from_utf8(bytes: Vec<u8>) -> Result<String, (Vec<u8>, usize, Option<usize>)> {
+    match simdutf8::compat::from_utf8(&bytes) {
+        // SAFETY: simdutf8 has just checked that every byte is valid UTF-8, which is all
+        // `from_utf8_unchecked` requires (the same check `String::from_utf8` makes).
+        Ok(_) => Ok(unsafe { String::from_utf8_unchecked(bytes) }),
+        Err(e) => {
+            let (valid, len) = (e.valid_up_to(), e.error_len());
+            Err((bytes, valid, len))
+        }
+    }
+}
+
 /// Decodes one byte stream chunk by chunk.
 #[derive(Debug, Default)]
 pub struct Utf8Decoder {
@@ -32,19 +47,14 @@ impl Utf8Decoder {
         }
         let spare = std::mem::take(out).into_bytes();
         let bytes = std::mem::replace(buf, spare);
-        match String::from_utf8(bytes) {
+        match string_from_utf8(bytes) {
             Ok(text) => *out = text,
-            Err(e) => {
-                let error = e.utf8_error();
-                let mut bytes = e.into_bytes();
-                if error.error_len().is_none() {
-                    // Only an incomplete last character: hold it back, move the rest.
-                    self.carry = bytes.split_off(error.valid_up_to());
-                    *out = String::from_utf8(bytes).unwrap_or_default();
-                } else {
-                    self.decode(&bytes, out);
-                }
+            Err((mut bytes, valid, None)) => {
+                // Only an incomplete last character: hold it back, move the rest.
+                self.carry = bytes.split_off(valid);
+                *out = string_from_utf8(bytes).unwrap_or_default();
             }
+            Err((bytes, _, Some(_))) => self.decode(&bytes, out),
         }
         buf.clear();
     }
@@ -135,6 +145,26 @@ mod tests {
         ];
         for chunks in cases {
             assert_eq!(decode_moved(chunks), decode_chunks(chunks), "{chunks:?}");
+        }
+    }
+
+    #[test]
+    fn simd_validation_agrees_with_std() {
+        let cases: [&[u8]; 6] = [
+            b"",
+            b"plain",
+            "é€😀".as_bytes(),
+            b"a\xFFb",
+            b"ab\xE2\x82",
+            b"\xC3",
+        ];
+        for bytes in cases {
+            let ours = string_from_utf8(bytes.to_vec()).map_err(|(b, valid, len)| (b, valid, len));
+            let std = String::from_utf8(bytes.to_vec()).map_err(|e| {
+                let error = e.utf8_error();
+                (e.into_bytes(), error.valid_up_to(), error.error_len())
+            });
+            assert_eq!(ours, std, "{bytes:?}");
         }
     }
 
