@@ -159,7 +159,7 @@ mod tests {
             b"\xC3",
         ];
         for bytes in cases {
-            let ours = string_from_utf8(bytes.to_vec()).map_err(|(b, valid, len)| (b, valid, len));
+            let ours = string_from_utf8(bytes.to_vec());
             let std = String::from_utf8(bytes.to_vec()).map_err(|e| {
                 let error = e.utf8_error();
                 (e.into_bytes(), error.valid_up_to(), error.error_len())
