@@ -6,6 +6,7 @@
 //! cargo bench --bench nats                       # latency and throughput (~1-2 min)
 //! cargo bench --bench nats -- latency            # only groups whose name matches
 //! CMDR_BENCH_QUICK=1 cargo bench --bench nats    # smoke run, < 30 s
+//! cargo bench --bench nats -- profile            # only `remote, 1 worker`, for `perf`
 //! ```
 //!
 //! Needs `nats-server` (2.9+) on `PATH`; starts private servers on free ports. Prints
@@ -191,8 +192,29 @@ fn throughput(rt: &Runtime, cfg: &Config, buses: &Buses) -> Result<Vec<Row>, Fai
     ])
 }
 
+/// `profile` (run only when named): the throughput group's `remote, 1 worker` side alone,
+/// for `perf record` (the other sides would blur its profile). Prints the rate.
+fn profile(rt: &Runtime, cfg: &Config, buses: &Buses) -> Result<String, Failure> {
+    let (_, samples, total) = cfg.throughput;
+    let job = remote(&buses.solo, no_check);
+    let mut out = String::new();
+    for _ in 0..samples {
+        let elapsed = on_worker(rt, in_flight(job.clone(), total, IN_FLIGHT))?;
+        let rate = total as f64 / elapsed.as_secs_f64();
+        out.push_str(&format!(
+            "remote, 1 worker, {IN_FLIGHT} in flight: {rate:.0} cmd/s\n"
+        ));
+    }
+    Ok(out)
+}
+
 /// Both groups (as filtered); the tables, and whether every check passed.
-fn run(rt: &Runtime, cfg: &Config, wanted: impl Fn(&str) -> bool) -> (String, bool) {
+fn run(
+    rt: &Runtime,
+    cfg: &Config,
+    wanted: impl Fn(&str) -> bool,
+    filters_name: impl Fn(&str) -> bool,
+) -> (String, bool) {
     let buses = match rt.block_on(Buses::start()) {
         Ok(buses) => buses,
         Err(e) => return (format!("setup failed: {e}\n"), false),
@@ -223,6 +245,16 @@ fn run(rt: &Runtime, cfg: &Config, wanted: impl Fn(&str) -> bool) -> (String, bo
         ok &= !rows.iter().any(Row::check_failed);
         out.push_str(&table::render(&rows));
     }
+    if filters_name("profile") {
+        eprintln!("== profile");
+        match profile(rt, cfg, &buses) {
+            Ok(rates) => out.push_str(&rates),
+            Err(e) => {
+                ok = false;
+                out.push_str(&format!("profile: {e}\n"));
+            }
+        }
+    }
     if let Err(e) = rt.block_on(buses.finish()) {
         ok = false;
         out.push_str(&format!("\n{e}\n"));
@@ -252,7 +284,8 @@ fn main() -> ExitCode {
     let mode = if cfg.quick { "quick" } else { "full" };
     eprintln!("cmdr NATS benchmarks: {mode} mode");
     let started = Instant::now();
-    let (tables, ok) = run(&rt, &cfg, wanted);
+    let named = |name: &str| filters.iter().any(|f| name.contains(f.as_str()));
+    let (tables, ok) = run(&rt, &cfg, wanted, named);
     drop(rt);
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("\n### cmdr over NATS — {mode} mode, {cores} cores\n\n{tables}");

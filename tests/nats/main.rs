@@ -9,6 +9,7 @@ mod auth;
 mod bus;
 mod cli;
 mod cluster;
+mod demux;
 mod durable;
 mod flood;
 mod orphans;

@@ -1,9 +1,10 @@
 //! [`Producer`]: the client side of the bus — submit a command and stream its results,
 //! cancel it, answer its questions.
 //!
-//! `submit` subscribes to the command's result and input subjects *before* publishing,
-//! so no early result is missed, then publishes the command as a request: a worker
-//! answers at once with `Accepted`; no worker at all is `NO_WORKERS`. The returned
+//! `submit` registers the command with the producer's demultiplexer (`demux`: one
+//! subscription for all its commands' results, one for their questions, made on first
+//! use) *before* publishing, so no early result is missed, then publishes the command as
+//! a request: a worker answers at once with `Accepted`; no worker at all is `NO_WORKERS`. The returned
 //! [`RemoteStream`] yields the command's `OutputResult`s in order and ends after the
 //! terminal one. Questions from a `REQUEST_USER_INPUT` are answered by the producer's
 //! input broker if it has one, else they wait for [`Producer::answer_input`]. Dropping
@@ -17,12 +18,15 @@
 //! `WORKER_LOST`, one that lost the results with `RESULTS_LOST` — never a stream that
 //! waits for ever.
 
+mod demux;
 mod fanout;
 mod follow;
 mod liveness;
+mod mailbox;
 pub mod remote;
 mod route;
 
+pub use demux::DEFAULT_RESULT_BUFFER;
 pub use fanout::DISCOVERY_QUIET;
 
 use std::future::Future;
@@ -40,13 +44,15 @@ use cmdr_executors::{
 use dashmap::DashMap;
 use futures_core::Stream;
 use futures_util::StreamExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::nats::durable::{ensure_ids, ensure_streams, hex, id_subject, DurableSettings};
 use crate::nats::subjects;
 use crate::nats::wire::{Accepted, InputAnswer, InputQuestion};
+use demux::{Demux, Registration};
 use follow::{follow, Followed};
-use liveness::Lost;
+use liveness::{Lost, Monitor, Watch};
+use mailbox::{Delivery, End};
 use route::{Route, Target};
 
 /// How long `submit` waits for a worker to acknowledge a command.
@@ -95,6 +101,10 @@ pub enum ProducerError {
     /// The worker holding the process or session the command is about is gone.
     #[error("{0}")]
     ProcessLost(String),
+    /// The command's stream was not read fast enough: more than this many bytes of its
+    /// results were waiting unread, so the rest was dropped and the command cancelled.
+    #[error("the command's results were dropped: its reader fell behind by more than {0} bytes (the command was cancelled)")]
+    ReaderBehind(usize),
 }
 
 impl ProducerError {
@@ -109,7 +119,9 @@ impl ProducerError {
             ProducerError::NotWaiting(_) => ErrorCode::NotWaiting,
             ProducerError::Nats(_) => ErrorCode::NatsError,
             ProducerError::WorkerLost(_) => ErrorCode::WorkerLost,
-            ProducerError::ResultsLost(_) => ErrorCode::ResultsLost,
+            ProducerError::ResultsLost(_) | ProducerError::ReaderBehind(_) => {
+                ErrorCode::ResultsLost
+            }
             ProducerError::ProcessLost(_) => ErrorCode::ProcessLost,
         }
     }
@@ -127,9 +139,11 @@ pub struct Producer {
     /// "Permissions").
     id: Arc<str>,
     /// Durable mode: commands go through JetStream, results are read from `CMDR_RESULTS`.
-    js: Option<jetstream::Context>,
+    /// (Behind an `Arc`, as is `ids`: both are large, and a producer is cloned into every
+    /// stream and moved with every submission's future.)
+    js: Option<Arc<jetstream::Context>>,
     /// Durable mode: what command each recent id named (`CMDR_IDS`).
-    ids: Option<jetstream::stream::Stream>,
+    ids: Option<Arc<jetstream::stream::Stream>>,
     /// Reply subjects of questions waiting for an answer, by command id.
     questions: Arc<DashMap<String, Subject>>,
     broker: Option<Arc<dyn InputBroker>>,
@@ -137,20 +151,28 @@ pub struct Producer {
     sessions: Arc<DashMap<String, String>>,
     /// Held while a session's worker is looked for.
     resolving: Arc<tokio::sync::Mutex<()>>,
+    /// Routes the results and questions of every command in flight to its stream.
+    demux: Arc<Demux>,
+    /// Core mode: checks that the workers running this producer's commands still have them.
+    monitor: Arc<Monitor>,
 }
 
 impl Producer {
     /// A producer over `client`; questions wait for [`Producer::answer_input`].
     pub fn new(client: Client) -> Self {
+        let id: Arc<str> = Arc::from(uuid::Uuid::new_v4().simple().to_string());
+        let demux = Demux::new(client.clone(), id.clone(), DEFAULT_RESULT_BUFFER);
         Self {
-            client,
-            id: Arc::from(uuid::Uuid::new_v4().simple().to_string()),
+            client: client.clone(),
+            id,
             js: None,
             ids: None,
             questions: Arc::default(),
             broker: None,
             sessions: Arc::default(),
             resolving: Arc::default(),
+            demux: Arc::new(demux),
+            monitor: Arc::new(Monitor::new(client.clone())),
         }
     }
 
@@ -171,8 +193,8 @@ impl Producer {
         ensure_streams(&js, settings).await.map_err(nats_error)?;
         let ids = ensure_ids(&js, settings).await.map_err(nats_error)?;
         Ok(Self {
-            js: Some(js),
-            ids: Some(ids),
+            js: Some(Arc::new(js)),
+            ids: Some(Arc::new(ids)),
             ..Self::new(client)
         })
     }
@@ -185,7 +207,18 @@ impl Producer {
             return Err(ProducerError::InvalidId(id.to_owned()));
         }
         self.id = Arc::from(id);
+        let limit = self.demux.limit();
+        self.demux = Arc::new(Demux::new(self.client.clone(), self.id.clone(), limit));
         Ok(self)
+    }
+
+    /// Each command's stream holds at most `bytes` of results unread (default
+    /// [`DEFAULT_RESULT_BUFFER`]; a message is always taken when none is waiting). A stream
+    /// read more slowly than its command writes ends with `RESULTS_LOST` once past it, and
+    /// its command is cancelled: the other commands' results never wait for it.
+    pub fn with_result_buffer(mut self, bytes: usize) -> Self {
+        self.demux = Arc::new(Demux::new(self.client.clone(), self.id.clone(), bytes));
+        self
     }
 
     /// This producer's id.
@@ -220,26 +253,27 @@ impl Producer {
         command: Command,
         id: String,
     ) -> Result<RemoteStream, ProducerError> {
-        let results = self.results_of(&id).await?;
-        let questions = self.subscribe(subjects::input(&self.id, &id)).await?;
+        let (results, inbox) = self.listen(&id).await?;
         let payload = serde_json::to_vec(&command).map_err(nats_error)?;
         let subject = subjects::command(&self.id, command.command_type().as_str());
         // The id of this producer's command among every producer's (de-duplication).
         let scoped = subjects::scoped(&self.id, &id);
         let watch = match &self.js {
+            // Boxed: JetStream's futures are large, and would make every submission's
+            // future (moved several times per command) as large.
             Some(js) => {
                 if let Some(ids) = &self.ids {
-                    claim_id(js, ids, &scoped, &payload).await?;
+                    Box::pin(claim_id(js, ids, &scoped, &payload)).await?;
                 }
-                publish_durably(js, subject, &scoped, payload).await?;
+                Box::pin(publish_durably(js, subject, &scoped, payload)).await?;
                 None
             }
             None => self
                 .request_core(subject, payload)
                 .await?
-                .map(|worker| liveness::watch(self.client.clone(), worker, scoped)),
+                .map(|worker| self.monitor.watch(&worker, scoped)),
         };
-        Ok(self.stream(&command, id, results, Some(questions), watch, None))
+        Ok(self.stream(&command, id, results, Some(inbox), watch, None))
     }
 
     /// One worker, over core request/reply in either mode (its processes and sessions
@@ -251,8 +285,15 @@ impl Producer {
         target: Target,
     ) -> Result<RemoteStream, ProducerError> {
         let id = command.command_id().to_owned();
-        let results = Results::Core(self.subscribe(subjects::results(&self.id, &id)).await?);
-        let questions = self.subscribe(subjects::input(&self.id, &id)).await?;
+        let (results, inbox) = match &self.js {
+            None => (Results::Demuxed, self.demux.register(&id, true).await?),
+            // Durable mode subscribes to core results only for these rare commands (its
+            // pool's results come from JetStream: a wildcard would receive them twice).
+            Some(_) => (
+                Results::Core(self.subscribe(subjects::results(&self.id, &id)).await?),
+                self.demux.register(&id, false).await?,
+            ),
+        };
         let payload = serde_json::to_vec(&command).map_err(nats_error)?;
         let subject =
             subjects::worker_command(&target.worker, &self.id, command.command_type().as_str());
@@ -265,12 +306,12 @@ impl Producer {
             Err(e) => return Err(e),
         }
         let scoped = subjects::scoped(&self.id, &id);
-        let watch = liveness::watch(self.client.clone(), target.worker.clone(), scoped);
+        let watch = self.monitor.watch(&target.worker, scoped);
         Ok(self.stream(
             &command,
             id,
             results,
-            Some(questions),
+            Some(inbox),
             Some(watch),
             Some(target),
         ))
@@ -304,15 +345,15 @@ impl Producer {
         command: &Command,
         command_id: String,
         results: Results,
-        questions: Option<Subscriber>,
-        watch: Option<oneshot::Receiver<Lost>>,
+        inbox: Option<Registration>,
+        watch: Option<Watch>,
         target: Option<Target>,
     ) -> RemoteStream {
         RemoteStream {
             command_id,
             command_type: command.command_type().as_str().to_owned(),
             results,
-            questions,
+            inbox,
             producer: self.clone(),
             watch,
             target,
@@ -326,14 +367,12 @@ impl Producer {
         if !subjects::is_valid_id(command_id) {
             return Err(ProducerError::InvalidId(command_id.to_owned()));
         }
+        let (results, inbox) = self.listen(command_id).await?;
         Ok(RemoteStream {
             command_id: command_id.to_owned(),
             command_type: String::new(),
-            results: self.results_of(command_id).await?,
-            questions: Some(
-                self.subscribe(subjects::input(&self.id, command_id))
-                    .await?,
-            ),
+            results,
+            inbox: Some(inbox),
             producer: self.clone(),
             watch: None,
             target: None,
@@ -341,14 +380,19 @@ impl Producer {
         })
     }
 
-    /// Where the results of `id` are read from: a plain subscription (core mode) or a
-    /// follower over `CMDR_RESULTS` from the start, resuming through outages (durable).
-    async fn results_of(&self, id: &str) -> Result<Results, ProducerError> {
+    /// Registers `id` for its questions, and says where its results are read from: the
+    /// demultiplexer (core mode) or a follower over `CMDR_RESULTS` from the start,
+    /// resuming through outages (durable).
+    async fn listen(&self, id: &str) -> Result<(Results, Registration), ProducerError> {
         match &self.js {
-            None => Ok(Results::Core(
-                self.subscribe(subjects::results(&self.id, id)).await?,
-            )),
-            Some(js) => Ok(Results::Channel(follow(js.clone(), &self.id, id))),
+            None => Ok((Results::Demuxed, self.demux.register(id, true).await?)),
+            Some(js) => {
+                let inbox = self.demux.register(id, false).await?;
+                Ok((
+                    Results::Channel(follow(jetstream::Context::clone(js), &self.id, id)),
+                    inbox,
+                ))
+            }
         }
     }
 
@@ -595,11 +639,12 @@ pub struct RemoteStream {
     command_id: String,
     command_type: String,
     results: Results,
-    /// Questions of the command (none for a merged `PROCESS_LIST`).
-    questions: Option<Subscriber>,
+    /// The command's place in the demultiplexer: its questions, and in core mode its
+    /// results (none for a merged `PROCESS_LIST`).
+    inbox: Option<Registration>,
     producer: Producer,
     /// Core mode: resolves if the worker running the command is lost.
-    watch: Option<oneshot::Receiver<Lost>>,
+    watch: Option<Watch>,
     /// The worker holding the command's process or session (routed commands).
     target: Option<Target>,
     done: bool,
@@ -635,6 +680,31 @@ impl RemoteStream {
         result
     }
 
+    /// Takes the questions waiting in the inbox; the next result when the results are
+    /// demultiplexed and one is there (or their end). `None`: nothing more there for now
+    /// (the inbox wakes this task on its next message).
+    fn poll_inbox(&mut self, cx: &mut Context<'_>) -> Option<Next> {
+        let demuxed = matches!(self.results, Results::Demuxed);
+        let Some(inbox) = &self.inbox else {
+            return demuxed.then_some(Next::Ended);
+        };
+        loop {
+            match inbox.mailbox().poll_next(cx) {
+                Poll::Ready(Delivery::Question(question)) => {
+                    self.producer.take_question(&self.command_id, question);
+                }
+                Poll::Ready(Delivery::Result(payload)) => {
+                    return Some(Next::Result(parse(&payload)))
+                }
+                Poll::Ready(Delivery::End(End::Overflowed(limit))) if demuxed => {
+                    return Some(Next::Overflowed(limit))
+                }
+                Poll::Ready(Delivery::End(_)) => return demuxed.then_some(Next::Ended),
+                Poll::Pending => return None,
+            }
+        }
+    }
+
     /// Whether the worker was found lost (only looked at when no result is waiting, so a
     /// terminal that arrived before the verdict always wins).
     fn poll_lost(&mut self, cx: &mut Context<'_>) -> Option<ProducerError> {
@@ -665,33 +735,29 @@ impl Stream for RemoteStream {
         if self.done {
             return Poll::Ready(None);
         }
-        while let Some(Poll::Ready(Some(question))) =
-            self.questions.as_mut().map(|q| q.poll_next_unpin(cx))
-        {
-            let id = self.command_id.clone();
-            self.producer.take_question(&id, question);
-        }
-        match self.results.poll_result(cx) {
-            Poll::Ready(Some(Ok(result))) => {
+        let next = match self.poll_inbox(cx) {
+            Some(next) => Poll::Ready(next),
+            None => self.results.poll_result(cx),
+        };
+        let result = match next {
+            Poll::Ready(Next::Result(Ok(result))) => {
                 self.done = result.status.is_terminal();
-                Poll::Ready(Some(result))
+                return Poll::Ready(Some(result));
             }
-            Poll::Ready(Some(Err(e))) => {
-                self.done = true;
-                Poll::Ready(Some(self.lost(&format!("reading results: {e}"))))
-            }
-            Poll::Ready(None) => {
-                self.done = true;
-                Poll::Ready(Some(self.lost("the result subscription closed")))
+            Poll::Ready(Next::Result(Err(e))) => self.lost(&format!("reading results: {e}")),
+            Poll::Ready(Next::Ended) => self.lost("the result subscription closed"),
+            Poll::Ready(Next::Overflowed(limit)) => {
+                tracing::warn!(command_id = %self.command_id, limit, "a stream fell behind its results: cancelling its command");
+                self.cancel();
+                self.lost_with(&ProducerError::ReaderBehind(limit))
             }
             Poll::Pending => match self.poll_lost(cx) {
-                Some(error) => {
-                    self.done = true;
-                    Poll::Ready(Some(self.lost_with(&error)))
-                }
-                None => Poll::Pending,
+                Some(error) => self.lost_with(&error),
+                None => return Poll::Pending,
             },
-        }
+        };
+        self.done = true;
+        Poll::Ready(Some(result))
     }
 }
 
@@ -706,24 +772,44 @@ impl Drop for RemoteStream {
 
 /// Where a [`RemoteStream`]'s results come from.
 enum Results {
-    /// A plain subscription to the results subject.
+    /// The inbox (core mode: the producer's one results subscription, demultiplexed).
+    Demuxed,
+    /// A subscription to the command's results subject (durable mode, commands routed to
+    /// one worker).
     Core(Subscriber),
     /// Results handed over by a task: the durable follower, or a merged fan-out.
     Channel(mpsc::Receiver<Followed>),
 }
 
+/// What a [`RemoteStream`] got next.
+// Moved once per result, never stored: boxing the result would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
+enum Next {
+    /// A result, or why one could not be read.
+    Result(Followed),
+    /// The reader fell behind by more than this many bytes (`mailbox`).
+    Overflowed(usize),
+    /// The results' source ended without a terminal.
+    Ended,
+}
+
 impl Results {
-    fn poll_result(&mut self, cx: &mut Context<'_>) -> Poll<Option<Followed>> {
-        match self {
-            Results::Core(sub) => sub.poll_next_unpin(cx).map(|m| {
-                m.map(|m| {
-                    serde_json::from_slice::<OutputResult>(&m.payload)
-                        .map_err(|e| format!("malformed result: {e}"))
-                })
-            }),
+    /// The next result from a source other than the inbox.
+    fn poll_result(&mut self, cx: &mut Context<'_>) -> Poll<Next> {
+        let next = match self {
+            Results::Demuxed => return Poll::Pending,
+            Results::Core(sub) => sub
+                .poll_next_unpin(cx)
+                .map(|m| m.map(|m| parse(&m.payload))),
             Results::Channel(rx) => rx.poll_recv(cx),
-        }
+        };
+        next.map(|next| next.map_or(Next::Ended, Next::Result))
     }
+}
+
+/// One result message.
+fn parse(payload: &[u8]) -> Followed {
+    serde_json::from_slice::<OutputResult>(payload).map_err(|e| format!("malformed result: {e}"))
 }
 
 /// What [`Producer::submit_json`] returns: a remote stream, or one ready failure.

@@ -21,26 +21,32 @@ pub(super) struct Runner {
 }
 
 impl Runner {
-    /// Runs one command message, publishes its results, then stops holding its id.
-    pub(super) async fn run(&self, message: &Message) {
+    /// Runs one command message, publishes its results, then stops holding its scoped id.
+    pub(super) async fn run(&self, message: &Message, scoped: &str) {
         if let Some((scope, command)) =
             decode_or_answer(&message.subject, &message.payload, &self.publisher).await
         {
             let stream = start(&self.registry, scope, command).await;
             self.publisher.publish_all(stream).await;
         }
-        self.holding
-            .release(&scoped_id(&message.subject, &message.payload));
+        self.holding.release(scoped);
     }
 }
 
-/// Answers a command request with [`Accepted`] naming this worker (`busy`: not taken).
-pub(super) async fn acknowledge(client: &Client, message: &Message, worker: &str, busy: bool) {
+/// Answers a command request (its id `command_id`) with [`Accepted`] naming this worker
+/// (`busy`: not taken).
+pub(super) async fn acknowledge(
+    client: &Client,
+    message: &Message,
+    command_id: String,
+    worker: &str,
+    busy: bool,
+) {
     let Some(reply) = message.reply.clone() else {
         return;
     };
     let accepted = Accepted {
-        command_id: peek_command_id(&message.payload).unwrap_or_default(),
+        command_id,
         worker: Some(worker.to_owned()),
         busy,
     };
@@ -93,14 +99,15 @@ pub(super) async fn decode_or_answer(
     Some((crate::scopes::nats(producer), command))
 }
 
-/// The scoped id of the command in `payload` received on `subject`, as far as it can be
-/// read (for holding it while it runs).
-pub(super) fn scoped_id(subject: &str, payload: &[u8]) -> String {
+/// The id of the command in `payload` received on `subject`, and its scoped id, as far as
+/// they can be read (to acknowledge it, and to hold it while it runs); read once.
+pub(super) fn ids_of(subject: &str, payload: &[u8]) -> (String, String) {
     let id = peek_command_id(payload).unwrap_or_default();
-    match subjects::producer_of(subject) {
+    let scoped = match subjects::producer_of(subject) {
         Some(producer) => subjects::scoped(producer, &id),
-        None => id,
-    }
+        None => id.clone(),
+    };
+    (id, scoped)
 }
 
 /// Starts `command` in `scope`; a refusal becomes a one-message stream.

@@ -13,11 +13,14 @@ use tokio_util::task::TaskTracker;
 
 use super::alive::Holding;
 use super::backlog::Backlog;
-use super::common::{acknowledge, listen_for_cancels, scoped_id, Runner};
+use super::common::{acknowledge, ids_of, listen_for_cancels, Runner};
 use super::direct::Direct;
 use super::options::{WorkerError, WorkerOptions};
 use super::publish::Publisher;
 use crate::nats::subjects;
+
+/// An accepted command and its scoped id (held while it waits and runs).
+type Queued = (Message, String);
 
 /// Runs a core worker until `shutdown` resolves, then shuts down gracefully.
 pub(super) async fn run(
@@ -71,9 +74,9 @@ pub(super) async fn run(
     queued.close();
     // Running commands get the grace; every process of this worker is stopped.
     registry.shutdown(options.shutdown_grace).await;
-    while let Some(message) = queued.recv().await {
+    while let Some((message, scoped)) = queued.recv().await {
         // Accepted but never started: the registry refuses it now, and says so.
-        runner.run(&message).await;
+        runner.run(&message, &scoped).await;
     }
     tracker.close();
     tracker.wait().await;
@@ -91,17 +94,18 @@ pub(super) async fn run(
 async fn accept(
     mut commands: async_nats::Subscriber,
     client: Client,
-    queue: mpsc::UnboundedSender<Message>,
+    queue: mpsc::UnboundedSender<Queued>,
     holding: Holding,
     backlog: Arc<Backlog>,
 ) {
     while let Some(message) = commands.next().await {
         let admitted = backlog.try_admit(message.payload.len());
+        let (id, scoped) = ids_of(&message.subject, &message.payload);
         if admitted {
-            holding.hold(&scoped_id(&message.subject, &message.payload));
+            holding.hold(&scoped);
         }
-        acknowledge(&client, &message, holding.worker_id(), !admitted).await;
-        if admitted && queue.send(message).is_err() {
+        acknowledge(&client, &message, id, holding.worker_id(), !admitted).await;
+        if admitted && queue.send((message, scoped)).is_err() {
             return;
         }
     }
@@ -109,21 +113,21 @@ async fn accept(
 
 /// Runs queued commands, `jobs` at a time, until the queue closes.
 async fn dispatch(
-    queued: &mut mpsc::UnboundedReceiver<Message>,
+    queued: &mut mpsc::UnboundedReceiver<Queued>,
     runner: Runner,
     jobs: usize,
     tracker: &TaskTracker,
     backlog: &Backlog,
 ) {
     let slots = Arc::new(Semaphore::new(jobs.max(1)));
-    while let Some(message) = queued.recv().await {
+    while let Some((message, scoped)) = queued.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
         backlog.release(message.payload.len());
         let runner = runner.clone();
         tracker.spawn(async move {
-            runner.run(&message).await;
+            runner.run(&message, &scoped).await;
             drop(slot);
         });
     }

@@ -18,7 +18,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
-use super::common::{acknowledge, scoped_id, Runner};
+use super::common::{acknowledge, ids_of, Runner};
 use super::options::WorkerError;
 use crate::nats::subjects;
 use crate::nats::wire::WorkerInfo;
@@ -132,17 +132,17 @@ async fn serve_commands(
     tracker: TaskTracker,
 ) {
     while let Some(message) = commands.next().await {
+        let (id, scoped) = ids_of(&message.subject, &message.payload);
+        let worker = runner.holding.worker_id();
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            acknowledge(&client, &message, runner.holding.worker_id(), true).await;
+            acknowledge(&client, &message, id, worker, true).await;
             continue;
         };
-        runner
-            .holding
-            .hold(&scoped_id(&message.subject, &message.payload));
-        acknowledge(&client, &message, runner.holding.worker_id(), false).await;
+        runner.holding.hold(&scoped);
+        acknowledge(&client, &message, id, worker, false).await;
         let runner = runner.clone();
         tracker.spawn(async move {
-            runner.run(&message).await;
+            runner.run(&message, &scoped).await;
             drop(slot);
         });
     }

@@ -64,8 +64,11 @@ impl Publisher {
             return Published::Failed;
         };
         let subject = subjects::results(producer, id);
-        // Message ids of this run's results: `<run>.<n>`.
-        let run = uuid::Uuid::new_v4().simple().to_string();
+        // Durable mode: message ids of this run's results, `<run>.<n>`.
+        let run = self
+            .durable
+            .is_some()
+            .then(|| uuid::Uuid::new_v4().simple().to_string());
         let mut sent = 0u64;
         while let Some(mut result) = stream.next().await {
             // The producer knows the command by its own id.
@@ -76,8 +79,8 @@ impl Publisher {
                 return Published::Redeliver;
             }
             sent += 1;
-            let msg_id = format!("{run}.{sent}");
-            if let Err(e) = self.publish_as(&subject, &result, Some(&msg_id)).await {
+            let msg_id = run.as_ref().map(|run| format!("{run}.{sent}"));
+            if let Err(e) = self.publish_as(&subject, &result, msg_id.as_deref()).await {
                 tracing::warn!(%subject, "publishing a result failed, stopping the command: {e}");
                 return Published::Failed;
             }
