@@ -124,6 +124,27 @@ pub(crate) async fn sigkill_and_wait(mut worker: WorkerProcess) {
         .unwrap();
 }
 
+/// Waits until the server has dropped `worker`'s connection (a request to its liveness
+/// subject finds no responder): until then a command routed to it can still be taken by
+/// the dead connection's subscription and time out as `NOT_ACCEPTED` (seen under load)
+/// instead of being refused as `PROCESS_LOST`.
+pub(crate) async fn until_off_the_bus(server: &NatsServer, worker: &str) {
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let subject = cmdr::nats::subjects::alive(worker);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let request = async_nats::Request::new().timeout(Some(Duration::from_secs(1)));
+        match client.send_request(subject.clone(), request).await {
+            Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => return,
+            _ => assert!(
+                tokio::time::Instant::now() < deadline,
+                "{worker} is still on the bus"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 pub(crate) async fn producer_as(server: &NatsServer, id: &str) -> Producer {
     crate::producer(server).await.with_id(id).unwrap()
 }
@@ -266,6 +287,7 @@ async fn a_session_sticks_to_one_worker_and_is_lost_with_it() {
         .find(|e| e["command"].as_str().is_some_and(|c| c.contains("s1")));
     let shell_pid = shell.unwrap()["pid"].as_i64().unwrap();
     sigkill_and_wait(workers.remove(holder.as_str()).unwrap()).await;
+    until_off_the_bus(&server, &holder).await;
     let lost = one(&producer, session("echo $X $PWD")).await;
     failed_with(&lost, "PROCESS_LOST");
     assert!(lost.error.contains("session 's1'"), "{lost:#?}");
