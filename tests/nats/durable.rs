@@ -327,8 +327,15 @@ async fn a_producer_leaves_no_results_consumers_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_durable_commands_over_two_workers_each_end_once() {
     let server = NatsServer::start();
-    let (_a, _ta) = durable_worker(&server).await;
-    let (_b, _tb) = durable_worker(&server).await;
+    // Nothing here dies: the default ack wait, not the 1 s the redelivery tests use (a
+    // loaded machine can starve a progress ack for a second, and a redelivered command
+    // rightly prints its restart note).
+    let steady = DurableSettings {
+        ack_wait: Duration::from_secs(30),
+        ..settings()
+    };
+    let (_a, _ta) = durable_worker_with(&server, steady.clone()).await;
+    let (_b, _tb) = durable_worker_with(&server, steady).await;
     let producer = durable_producer(&server).await;
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..1000 {
