@@ -163,8 +163,12 @@ impl Shell {
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
             .map(Pid::from_raw);
+        let stdout = child.stdout.take();
+        if let Some(pipe) = &stdout {
+            grow_pipe(pipe);
+        }
         Self {
-            stdout: child.stdout.take(),
+            stdout,
             stderr: child.stderr.take(),
             child,
             pgid,
@@ -418,4 +422,20 @@ pub(super) fn setsid_program() -> Option<PathBuf> {
         .into_iter()
         .map(PathBuf::from)
         .find(|p| p.exists())
+}
+
+/// Bytes the shell's stdout pipe may hold (the kernel's default is 64 KiB): a command
+/// printing fast writes ahead while cmdr encodes instead of blocking and waking on every
+/// 64 KiB (`BASH_EXEC cat` of 100 MB: ~12 % faster; 1 MiB gave ~20 %). Not more: the
+/// kernel charges a user's pipes by capacity, and past `pipe-user-pages-soft` (64 MiB by
+/// default) every new pipe of that user, the commands' own `a | b` included, is cut to one
+/// page; 64 commands at once × 256 KiB stay at a quarter of it.
+const PIPE_SIZE: i32 = 256 << 10;
+
+/// Grows `pipe` to [`PIPE_SIZE`] where the kernel allows it (best effort).
+fn grow_pipe(pipe: &impl std::os::fd::AsFd) {
+    use nix::fcntl::{fcntl, FcntlArg};
+    if let Err(e) = fcntl(pipe, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE)) {
+        tracing::debug!("growing a pipe: {e}");
+    }
 }

@@ -63,6 +63,19 @@ async fn output_streams_and_the_terminal_reports_exit_cwd_and_duration() {
 }
 
 #[tokio::test]
+async fn a_command_writes_into_a_pipe_of_256_kib() {
+    // F_GETPIPE_SZ (1032) on the shell's stdout: 64 KiB is the kernel's default.
+    let registry = Registry::with_defaults();
+    let messages = run(
+        &registry,
+        bash("python3 -c 'import fcntl; print(fcntl.fcntl(1, 1032))'"),
+    )
+    .await;
+    assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded);
+    assert_eq!(data(&messages), format!("{}\n", 256 * 1024));
+}
+
+#[tokio::test]
 async fn non_zero_exit_is_failed_with_the_status() {
     let registry = Registry::with_defaults();
     let messages = run(&registry, bash("echo partial; exit 3")).await;
