@@ -140,8 +140,10 @@ async fn server_shutdown_stops_runs_in_progress() {
     // Nothing outside the run tells when the agent loop has read the model's first chunk,
     // so shutting down right after the model was asked may come before it ("" kept) or
     // after it ("half" kept). Either way the run must stop with a stopped turn; that the
-    // partial reply is kept must show within a few tries (it never would if it were lost).
-    for attempt in 1..=5 {
+    // partial reply is kept must show within some tries (it never would if it were lost;
+    // on a loaded machine the shutdown wins the race more often: five tries were not
+    // always enough).
+    for attempt in 1..=20 {
         let content = shutdown_during_a_reply().await;
         if content == "half" {
             return;
@@ -151,7 +153,7 @@ async fn server_shutdown_stops_runs_in_progress() {
             "attempt {attempt}: the stopped turn is the partial reply"
         );
     }
-    panic!("in five tries the partial reply was never kept");
+    panic!("in twenty tries the partial reply was never kept");
 }
 
 /// Shuts the server down while the model is mid-reply; the stopped turn's content.
