@@ -245,8 +245,6 @@ async fn a_cluster_losing_its_stream_leader_loses_no_command() {
         let report = diagnose(&urls, producer.id(), &ids, &logs).await;
         panic!("{} unfinished: {unfinished:#?}\n{report}", unfinished.len());
     }
-    // Shown with --nocapture: how often a follower had to catch up from the leader.
-    eprintln!("{}", logs.lines_about("resuming"));
     stop.cancel();
     for worker in workers {
         worker.await.unwrap().unwrap();

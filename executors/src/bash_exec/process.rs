@@ -429,7 +429,8 @@ pub(super) fn setsid_program() -> Option<PathBuf> {
 /// 64 KiB (`BASH_EXEC cat` of 100 MB: ~12 % faster; 1 MiB gave ~20 %). Not more: the
 /// kernel charges a user's pipes by capacity, and past `pipe-user-pages-soft` (64 MiB by
 /// default) every new pipe of that user, the commands' own `a | b` included, is cut to one
-/// page; 64 commands at once × 256 KiB stay at a quarter of it.
+/// page. One-shot commands, background processes and sessions all get it: 64 commands and
+/// 32 background shells at once × 256 KiB stay near a third of that budget.
 const PIPE_SIZE: i32 = 256 << 10;
 
 /// Grows `pipe` to [`PIPE_SIZE`] where the kernel allows it (best effort).

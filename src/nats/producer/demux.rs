@@ -4,9 +4,11 @@
 //! the last subject token, the command id.
 //!
 //! Subscribing per command cost four protocol operations per command (two `SUB`, two
-//! `UNSUB`) and as much subscription churn in the server; with 256 commands in flight that
-//! was most of the bus's work (`BENCHMARKS.md`, N2). The two subscriptions are made on
-//! first use and live as long as the producer (its last clone).
+//! `UNSUB`) and as much subscription churn in the server. Measured, that churn was not
+//! where the bus's time went (the server's share of the profile did not fall; BENCHMARKS.md,
+//! N2), but one subscription keeps a producer's server-side footprint flat however many
+//! commands are in flight. The two subscriptions are made on first use and live as long as
+//! the producer (its last clone).
 //!
 //! A command is registered before it is published, so no early result is missed, and its
 //! [`Registration`] deregisters it when its stream is dropped. Routing never waits: a
