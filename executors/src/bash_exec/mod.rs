@@ -15,6 +15,7 @@
 //!   result does not wait for them beyond [`pump::DRAIN_AFTER_EXIT`].
 
 mod background;
+mod child;
 mod env;
 mod env_policy;
 mod process;
@@ -22,6 +23,7 @@ mod pump;
 mod sandbox;
 mod session;
 mod session_frame;
+mod spawn;
 mod tree;
 
 use std::path::PathBuf;

@@ -1,20 +1,21 @@
 //! Starting the shell in its own process group, signalling the group, and reading the
 //! final working directory the shell reports on its way out.
 
+use std::ffi::OsString;
 use std::io::{ErrorKind, Read};
 use std::net::Shutdown;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+use tokio::net::unix::pipe;
 
+use super::child::ShellChild;
 use super::sandbox::Sandbox;
+use super::spawn::{self, Io, ShellSpec, Spawned};
 use super::tree::Tree;
 use crate::error::ExecError;
 use crate::process::{Pty, TermSize};
@@ -34,13 +35,13 @@ const CWD_REPORT_MAX: u64 = 16 * 1024;
 /// writing at once: a command reading stdin gets end-of-file at once, as from
 /// `/dev/null`, and never hangs. The socket also carries the final working directory the
 /// other way: the script's prefix keeps a copy of stdin on [`CWD_REPORT_FD`] and its EXIT
-/// trap writes `$PWD` there. Nothing has to be inherited beyond stdio, so shells are
-/// spawned concurrently (std's `posix_spawn` path, no lock, no `pre_exec`), and no shell
-/// ever holds another's report channel.
+/// trap writes `$PWD` there. Nothing has to be inherited beyond stdio (every other
+/// descriptor is close-on-exec), so shells are spawned concurrently and no shell ever
+/// holds another's report channel. Shells start inside their cgroup ([`spawn`]).
 pub(super) struct Shell {
-    pub(super) child: Child,
-    pub(super) stdout: Option<ChildStdout>,
-    pub(super) stderr: Option<ChildStderr>,
+    pub(super) child: ShellChild,
+    pub(super) stdout: Option<pipe::Receiver>,
+    pub(super) stderr: Option<pipe::Receiver>,
     pgid: Option<Pid>,
     /// Every process of the command, also those that left the group.
     tree: Option<Tree>,
@@ -65,20 +66,13 @@ impl Shell {
         };
         let tree = Tree::new(spawn.cgroups);
         let (report, stdin) = stdin_socket().map_err(spawn_error)?;
-        let command = shell_command(spawn, cmd, dir, &tree, ShellStdin::Report(stdin));
-        let spawned = spawn_through(command, sandbox).await?;
-        // Adopted (or not) before it may run anything: the script's first step waits for
-        // this end of its stdin to shut.
-        if let Ok(child) = &spawned {
-            if let Some(pid) = child.id() {
-                tree.adopt(pid);
-            }
-        }
+        let spawned = spawn_through(spawn, cmd, dir, &tree, ShellStdin::Report(stdin), sandbox)
+            .await?
+            .map_err(spawn_error);
         if let Err(e) = report.shutdown(Shutdown::Write) {
             tracing::debug!("shutting the shell's stdin: {e}");
         }
-        let child = spawned.map_err(spawn_error)?;
-        Ok(Self::new(child, tree, Some(report)))
+        Self::new(spawned?, tree, Some(report)).map_err(spawn_error)
     }
 
     /// Starts a background shell (docs/processes.md): like [`Shell::spawn`], but its
@@ -89,27 +83,22 @@ impl Shell {
         cmd: &BashExecCommand,
         dir: Option<&Path>,
         sandbox: Option<&Sandbox>,
-    ) -> Result<(Self, ChildStdin), ExecError> {
+    ) -> Result<(Self, pipe::Sender), ExecError> {
         let spawn_error = |source| ExecError::Spawn {
             program: spawn.shell.display().to_string(),
             source,
         };
         let tree = Tree::new(spawn.cgroups);
-        let command = shell_command(spawn, cmd, dir, &tree, ShellStdin::Piped);
-        let mut child = spawn_through(command, sandbox)
+        let mut spawned = spawn_through(spawn, cmd, dir, &tree, ShellStdin::Piped, sandbox)
             .await?
             .map_err(spawn_error)?;
-        let mut stdin = child.stdin.take().ok_or_else(|| {
-            spawn_error(std::io::Error::other("the shell's stdin pipe is missing"))
-        })?;
-        if tree.adopts() {
-            if let Some(pid) = child.id() {
-                tree.adopt(pid);
-            }
-            // The script's first step reads this line: it runs once adopted.
-            stdin.write_all(b"\n").await.map_err(spawn_error)?;
-        }
-        Ok((Self::new(child, tree, None), stdin))
+        let stdin = spawned
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("the shell's stdin pipe is missing"))
+            .and_then(pipe::Sender::from_owned_fd)
+            .map_err(spawn_error)?;
+        Ok((Self::new(spawned, tree, None).map_err(spawn_error)?, stdin))
     }
 
     /// Starts a `tty` background shell (docs/processes.md, "Terminals"): like
@@ -134,48 +123,40 @@ impl Shell {
         }
         let (pty, terminal) = Pty::open(size).map_err(spawn_error)?;
         let tree = Tree::new(spawn.cgroups);
-        let (go_ahead, theirs) = if tree.adopts() {
-            let (ours, theirs) = UnixStream::pair().map_err(spawn_error)?;
-            (Some(ours), Some(OwnedFd::from(theirs)))
-        } else {
-            (None, None)
-        };
-        let stdin = ShellStdin::Terminal {
-            terminal,
-            go_ahead: theirs,
-        };
-        let command = shell_command(spawn, cmd, dir, &tree, stdin);
-        let child = spawn_through(command, sandbox)
+        let stdin = ShellStdin::Terminal(terminal);
+        let spawned = spawn_through(spawn, cmd, dir, &tree, stdin, sandbox)
             .await?
             .map_err(spawn_error)?;
-        if let Some(mut go_ahead) = go_ahead {
-            if let Some(pid) = child.id() {
-                tree.adopt(pid);
-            }
-            // The script's first step reads this line: it runs once adopted.
-            std::io::Write::write_all(&mut go_ahead, b"\n").map_err(spawn_error)?;
-        }
-        Ok((Self::new(child, tree, None), Arc::new(pty)))
+        let shell = Self::new(spawned, tree, None).map_err(spawn_error)?;
+        Ok((shell, Arc::new(pty)))
     }
 
-    fn new(mut child: Child, tree: Tree, cwd_report: Option<UnixStream>) -> Self {
+    fn new(spawned: Spawned, tree: Tree, cwd_report: Option<UnixStream>) -> std::io::Result<Self> {
+        let Spawned {
+            child,
+            stdout,
+            stderr,
+            ..
+        } = spawned;
         let pgid = child
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
             .map(Pid::from_raw);
-        let stdout = child.stdout.take();
         if let Some(pipe) = &stdout {
             grow_pipe(pipe);
         }
-        Self {
+        // Registered with the runtime: the shell's output is read asynchronously.
+        let stdout = stdout.map(pipe::Receiver::from_owned_fd).transpose()?;
+        let stderr = stderr.map(pipe::Receiver::from_owned_fd).transpose()?;
+        Ok(Self {
             stdout,
-            stderr: child.stderr.take(),
+            stderr,
             child,
             pgid,
             tree: Some(tree),
             cwd_report,
             exited: false,
-        }
+        })
     }
 
     /// The shell's process id, while it runs.
@@ -224,23 +205,24 @@ impl Drop for Shell {
     }
 }
 
-/// Spawns `command`, through `sandbox` (so the shell inherits its Landlock restriction)
-/// when given. The outer error is the sandbox's, the inner one the spawn's.
+/// Spawns the shell for `cmd` ([`shell_spec`]), through `sandbox` (so the shell inherits
+/// its Landlock restriction) when given. The outer error is the sandbox's, the inner one
+/// the spawn's.
 async fn spawn_through(
-    mut command: tokio::process::Command,
+    spawn: &SpawnOptions<'_>,
+    cmd: &BashExecCommand,
+    dir: Option<&Path>,
+    tree: &Tree,
+    stdin: ShellStdin,
     sandbox: Option<&Sandbox>,
-) -> Result<std::io::Result<Child>, ExecError> {
+) -> Result<std::io::Result<Spawned>, ExecError> {
+    let spec = match shell_spec(spawn, cmd, dir, tree, stdin) {
+        Ok(spec) => spec,
+        Err(e) => return Ok(Err(e)),
+    };
     Ok(match sandbox {
-        None => command.spawn(),
-        Some(sandbox) => {
-            let runtime = tokio::runtime::Handle::current();
-            sandbox
-                .run(move || {
-                    let _context = runtime.enter();
-                    command.spawn()
-                })
-                .await?
-        }
+        None => spawn::spawn(spec),
+        Some(sandbox) => sandbox.run(move || spawn::spawn(spec)).await?,
     })
 }
 
@@ -252,40 +234,18 @@ enum ShellStdin {
     /// Background processes: a pipe cmdr writes input to.
     Piped,
     /// `tty` background processes: the terminal side of a pseudo-terminal (stdin, stdout
-    /// and stderr), and, when the shell waits to be adopted, the socket it reads the
-    /// go-ahead from (on its stderr until then).
-    Terminal {
-        terminal: OwnedFd,
-        go_ahead: Option<OwnedFd>,
-    },
+    /// and stderr).
+    Terminal(OwnedFd),
 }
 
 /// `TERM` of `tty` processes (unless the configured or the command's `env` sets it).
 pub const TERMINAL_TYPE: &str = "xterm-256color";
 
-/// The script and stdio of a `tty` shell: the terminal everywhere, except that while the
-/// shell waits to be adopted its stderr is the go-ahead socket (reading the terminal would
-/// echo the go-ahead into the output); it then points stderr at the terminal.
-fn terminal_stdio(
-    terminal: OwnedFd,
-    go_ahead: Option<OwnedFd>,
-    script: &str,
-) -> (String, [Stdio; 3]) {
-    let copies = [terminal.try_clone(), terminal.try_clone()];
-    let [Ok(stdout), Ok(stderr)] = copies else {
-        // Out of descriptors: the spawn fails on the closed stdio it is given.
-        return (String::new(), [Stdio::null(), Stdio::null(), Stdio::null()]);
-    };
-    match go_ahead {
-        Some(go_ahead) => (
-            format!("read -r _ <&2; exec 2>&1; {script}"),
-            [terminal.into(), stdout.into(), go_ahead.into()],
-        ),
-        None => (
-            script.to_owned(),
-            [terminal.into(), stdout.into(), stderr.into()],
-        ),
-    }
+/// The stdio of a `tty` shell: the terminal everywhere.
+fn terminal_stdio(terminal: OwnedFd) -> std::io::Result<[Io; 3]> {
+    let stdout = terminal.try_clone()?;
+    let stderr = terminal.try_clone()?;
+    Ok([Io::Fd(terminal), Io::Fd(stdout), Io::Fd(stderr)])
 }
 
 /// cmdr's end of the shell's stdin (non-blocking; shut for writing once the shell is
@@ -320,87 +280,79 @@ pub(super) struct SpawnOptions<'a> {
 pub const SHELL_STARTUP_VARS: [&str; 4] = ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS"];
 
 /// `shell --norc -c <script>` in its own process group (its own session, through
-/// `setsid`, when cmdr has a terminal), with the configured `env` and then the command's
-/// own variables, stdin from `stdin`, output piped, the script prefixed (on the same
-/// line, so bash's line numbers stay the user's) with: a wait for cmdr to adopt it into its
-/// tree (when it has a cgroup), a copy of stdin on [`CWD_REPORT_FD`] and the EXIT trap
-/// that reports `$PWD` there.
+/// `setsid`, when cmdr has a terminal), inside the tree's cgroup when it has one, with the
+/// configured `env` and then the command's own variables, stdin from `stdin`, output
+/// piped, the script prefixed (on the same line, so bash's line numbers stay the user's)
+/// with a copy of stdin on [`CWD_REPORT_FD`] and the EXIT trap that reports `$PWD` there.
 ///
 /// `--norc`: bash runs `~/.bashrc` for `-c` when its stdin is a socket and `SHLVL` is
 /// unset (as under systemd or Docker); a command must not run rc files, whatever the
 /// parent environment.
-fn shell_command(
+fn shell_spec(
     spawn: &SpawnOptions<'_>,
     cmd: &BashExecCommand,
     dir: Option<&Path>,
     tree: &Tree,
     stdin: ShellStdin,
-) -> tokio::process::Command {
+) -> std::io::Result<ShellSpec> {
     let fd = CWD_REPORT_FD;
-    let wait = if tree.adopts() { "read -r _; " } else { "" };
     let mut ctty = None;
-    let (script, [stdin, stdout, stderr]) = match stdin {
+    let (script, stdio) = match stdin {
         ShellStdin::Report(stdin) => (
             format!(
-                "{wait}exec {fd}>&0; trap 'printf \"\\0%s\" \"$PWD\" >&{fd}' EXIT; {}",
+                "exec {fd}>&0; trap 'printf \"\\0%s\" \"$PWD\" >&{fd}' EXIT; {}",
                 cmd.command
             ),
-            [Stdio::from(stdin), Stdio::piped(), Stdio::piped()],
+            [Io::Fd(stdin), Io::PipeFromChild, Io::PipeFromChild],
         ),
         ShellStdin::Piped => (
-            format!("{wait}{}", cmd.command),
-            [Stdio::piped(), Stdio::piped(), Stdio::piped()],
+            cmd.command.clone(),
+            [Io::PipeToChild, Io::PipeFromChild, Io::PipeFromChild],
         ),
-        ShellStdin::Terminal { terminal, go_ahead } => {
+        ShellStdin::Terminal(terminal) => {
             ctty = spawn.tty_setsid;
-            terminal_stdio(terminal, go_ahead, &cmd.command)
+            (cmd.command.clone(), terminal_stdio(terminal)?)
         }
     };
-    let mut command = match (ctty, spawn.setsid) {
+    let mut args: Vec<OsString> = Vec::with_capacity(5);
+    let (program, new_group) = match (ctty, spawn.setsid) {
         // A terminal becomes the controlling terminal of the shell's new session.
         (Some(setsid), _) => {
-            let mut command = tokio::process::Command::new(setsid);
-            command.arg("--ctty").arg(spawn.shell);
-            command
+            args.extend(["--ctty".into(), spawn.shell.into()]);
+            (setsid, false)
         }
         (None, Some(setsid)) => {
-            let mut command = tokio::process::Command::new(setsid);
-            command.arg(spawn.shell);
-            command
+            args.push(spawn.shell.into());
+            (setsid, false)
         }
-        (None, None) => {
-            let mut command = tokio::process::Command::new(spawn.shell);
-            command.process_group(0);
-            command
-        }
+        (None, None) => (spawn.shell, true),
     };
-    command
-        .arg("--norc")
-        .arg("-c")
-        .arg(script)
-        .stdin(stdin)
-        .stdout(stdout)
-        .stderr(stderr)
-        .kill_on_drop(true);
-    if let Some(dir) = dir {
-        command.current_dir(dir);
-    }
+    args.extend(["--norc".into(), "-c".into(), script.into()]);
     // Only what the environment policy built (never cmdr's secrets, never the variables
     // that make bash run code first), then cmdr's own markers, then the command's `env`.
-    command.env_clear();
-    command.envs(spawn.base_env.iter().map(|(k, v)| (k, v)));
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    let mut set = |key: &str, value: &str| env.push((key.into(), value.into()));
+    spawn.base_env.iter().for_each(|(k, v)| set(k, v));
     if ctty.is_some() {
         // The terminal is cmdr's, not the one cmdr may run in: say what it speaks.
-        command.env("TERM", TERMINAL_TYPE);
+        set("TERM", TERMINAL_TYPE);
     }
-    command.envs(spawn.env.iter().map(|(k, v)| (k, v)));
+    spawn.env.iter().for_each(|(k, v)| set(k, v));
     if let Some((key, value)) = tree.marker() {
-        command.env(key, value);
+        set(key, value);
     }
-    if let Some(env) = &cmd.env {
-        command.envs(env);
+    if let Some(vars) = &cmd.env {
+        vars.iter().for_each(|(k, v)| set(k, v));
     }
-    command
+    Ok(ShellSpec {
+        program: program.to_path_buf(),
+        args,
+        env,
+        dir: dir.map(Path::to_path_buf),
+        stdio,
+        new_group,
+        cgroup: tree.cgroup(),
+    })
 }
 
 /// `setsid` when cmdr has a controlling terminal: a shell sharing it could push input into

@@ -4,9 +4,10 @@
 //! Two mechanisms, chosen once per process:
 //!
 //! - **cgroup v2** (where cmdr may create cgroups: root, or a delegated subtree): each shell
-//!   is moved into a cgroup of its own under `<cmdr's cgroup>/cmdr-<pid>/` before its script
-//!   runs (the script's first step waits for cmdr to let it go, see `process::Shell`), so
-//!   every descendant is born inside it; leaving it takes write access to cgroup files,
+//!   is created inside a cgroup of its own under `<cmdr's cgroup>/cmdr-<pid>/`
+//!   (`clone3(CLONE_INTO_CGROUP)`, see `spawn`: moving a running process in cost 4–20 ms of
+//!   the kernel's RCU grace period), so every descendant is born inside it; leaving it
+//!   takes write access to cgroup files,
 //!   which a confined shell lacks. A stop writes `1` to `cgroup.kill`: the kernel kills
 //!   every member at once, forks included. Empty cgroups are reused (making and removing
 //!   one per command cost a quarter of a `bash -c true`; a reused one costs one write).
@@ -24,14 +25,16 @@
 //! [`BashExecConfig::cgroups`]: super::BashExecConfig::cgroups
 
 use std::fs;
-use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+
+use super::spawn::CgroupFds;
 
 /// The environment variable that marks a command's processes in the marker mechanism.
 pub const MARKER_VAR: &str = "CMDR_TREE";
@@ -141,22 +144,35 @@ pub fn mechanism(cgroups: bool) -> TreeMechanism {
     }
 }
 
-/// One cgroup, with its `cgroup.procs` open (read to see members, written to adopt).
+/// One cgroup, with its directory (to start shells in) and its `cgroup.procs` (read to
+/// see members; written by a shell that must move itself in) open.
 #[derive(Debug)]
 struct Cgroup {
     dir: PathBuf,
+    handle: OwnedFd,
     procs: fs::File,
+    /// `cgroup.kill` was written: never reused (Linux kills every child later cloned into
+    /// a killed cgroup, see `spawn::INTO_CGROUP_FAILS`).
+    killed: AtomicBool,
 }
 
 impl Cgroup {
     fn create(dir: PathBuf) -> std::io::Result<Self> {
         fs::create_dir(&dir)?;
-        let procs = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(dir.join("cgroup.procs"));
-        match procs {
-            Ok(procs) => Ok(Self { dir, procs }),
+        let opened = fs::File::open(&dir).and_then(|handle| {
+            let procs = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(dir.join("cgroup.procs"))?;
+            Ok((OwnedFd::from(handle), procs))
+        });
+        match opened {
+            Ok((handle, procs)) => Ok(Self {
+                dir,
+                handle,
+                procs,
+                killed: AtomicBool::new(false),
+            }),
             Err(e) => {
                 let _ = fs::remove_dir(&dir);
                 Err(e)
@@ -188,8 +204,10 @@ impl Cgroup {
     }
 
     fn remove(self) {
-        let Cgroup { dir, procs } = self;
-        drop(procs);
+        let Cgroup {
+            dir, handle, procs, ..
+        } = self;
+        drop((handle, procs));
         let _ = fs::remove_dir(dir);
     }
 }
@@ -222,9 +240,12 @@ impl Tree {
         Self { cgroup, marker }
     }
 
-    /// Whether the shell must wait to be adopted (its cgroup exists).
-    pub(super) fn adopts(&self) -> bool {
-        self.cgroup.is_some()
+    /// The cgroup to start the shell in, if it has one (valid while the tree lives).
+    pub(super) fn cgroup(&self) -> Option<CgroupFds> {
+        self.cgroup.as_ref().map(|c| CgroupFds {
+            dir: c.handle.as_raw_fd(),
+            procs: c.procs.as_raw_fd(),
+        })
     }
 
     /// The marker variable and value for the shell's environment (marker mode only).
@@ -234,19 +255,11 @@ impl Tree {
             .then_some((MARKER_VAR, self.marker.as_str()))
     }
 
-    /// Moves the shell `pid` into the tree's cgroup.
-    pub(super) fn adopt(&self, pid: u32) {
-        if let Some(cgroup) = &self.cgroup {
-            if let Err(e) = (&cgroup.procs).write_all(pid.to_string().as_bytes()) {
-                tracing::warn!(pid, "cannot move the shell into its cgroup: {e}");
-            }
-        }
-    }
-
     /// Sends `signal` to every process of the tree.
     pub(super) fn signal(&self, signal: Signal) {
         match &self.cgroup {
             Some(cgroup) if signal == Signal::SIGKILL => {
+                cgroup.killed.store(true, Ordering::Relaxed);
                 if write_file(&cgroup.dir.join("cgroup.kill"), "1").is_err() {
                     // Kernels before 5.14: one by one.
                     signal_each(&cgroup.members(), signal);
@@ -268,7 +281,7 @@ impl Tree {
         for cgroup in retry.into_iter().chain(self.cgroup) {
             if !cgroup.is_empty() {
                 cgroups.lingering.push(cgroup);
-            } else if cgroups.idle.len() < POOL_MAX {
+            } else if cgroups.idle.len() < POOL_MAX && !cgroup.killed.load(Ordering::Relaxed) {
                 cgroups.idle.push(cgroup);
             } else {
                 cgroup.remove();
@@ -391,6 +404,6 @@ fn marked(needle: &[u8]) -> Vec<i32> {
 fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
     fs::OpenOptions::new()
         .write(true)
-        .open(path)?
-        .write_all(text.as_bytes())
+        .open(path)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use tokio::io::AsyncWriteExt;
-use tokio::process::ChildStdin;
+use tokio::net::unix::pipe;
 
 use super::pty::Pty;
 
@@ -12,13 +12,13 @@ use super::pty::Pty;
 #[derive(Debug)]
 pub enum Stdin {
     /// A pipe: closing it gives the process end-of-file.
-    Pipe(ChildStdin),
+    Pipe(pipe::Sender),
     /// A pseudo-terminal: input is typed (line discipline, `^C`, `^D`); it stays open.
     Terminal(Arc<Pty>),
 }
 
-impl From<ChildStdin> for Stdin {
-    fn from(pipe: ChildStdin) -> Self {
+impl From<pipe::Sender> for Stdin {
+    fn from(pipe: pipe::Sender) -> Self {
         Stdin::Pipe(pipe)
     }
 }

@@ -172,6 +172,38 @@ async fn a_shell_ignoring_sigterm_is_killed_after_the_grace() {
     assert_failed(terminal(&messages), "TIMEOUT");
 }
 
+/// A tree killed whole leaves a cgroup Linux kills every later child cloned into (its
+/// `cgroup.kill` count): the commands after it must still run, whichever way their shells
+/// are started. The first shells also prove they were born inside their tree: their
+/// `/proc/self/cgroup` names a cgroup of this process's own.
+#[tokio::test]
+async fn commands_after_a_tree_killed_whole_still_run_inside_their_own_cgroup() {
+    let registry = Registry::with_defaults();
+    for _ in 0..3 {
+        let killed = run(
+            &registry,
+            json!({"commandType":"BASH_EXEC","command":"trap '' TERM; while true; do sleep 0.05; done","timeout_ms":100}),
+        )
+        .await;
+        assert_failed(terminal(&killed), "TIMEOUT");
+        for _ in 0..3 {
+            let messages = run(&registry, bash("echo ok; cat /proc/$$/cgroup")).await;
+            let end = terminal(&messages);
+            assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:?}");
+            let output = data(&messages);
+            assert!(output.starts_with("ok\n"), "{output:?}");
+            let trees = &registry.confinement().process_trees;
+            if matches!(trees, Some(cmdr_executors::TreeMechanism::Cgroup(_))) {
+                let own = format!("/cmdr-{}/c", std::process::id());
+                assert!(
+                    output.contains(&own),
+                    "not in a cgroup of its own: {output:?}"
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn an_orphan_holding_the_pipes_does_not_hang_the_result() {
     let registry = Registry::with_defaults();

@@ -1,0 +1,165 @@
+//! [`ShellChild`]: a shell started by [`super::spawn`], watched through its pidfd.
+//!
+//! Waiting is cancel-safe (the pidfd turns readable when the shell exits; only then is it
+//! reaped, with `WNOHANG`). Dropped before it was reaped, the shell is killed (`SIGKILL`
+//! through the pidfd, so never another process that reused its pid) and reaped in the
+//! background, so no zombie is left behind.
+
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+
+use nix::libc;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+/// A started shell.
+pub(crate) struct ShellChild {
+    pid: libc::pid_t,
+    /// The pidfd: registered with the runtime at the first wait.
+    pidfd: Option<PidFd>,
+    status: Option<ExitStatus>,
+}
+
+enum PidFd {
+    Plain(OwnedFd),
+    Watched(AsyncFd<OwnedFd>),
+}
+
+impl PidFd {
+    fn raw(&self) -> i32 {
+        match self {
+            PidFd::Plain(fd) => fd.as_raw_fd(),
+            PidFd::Watched(fd) => fd.as_raw_fd(),
+        }
+    }
+}
+
+impl ShellChild {
+    /// The child `pid`, whose pidfd is `pidfd`.
+    pub(super) fn new(pid: libc::pid_t, pidfd: OwnedFd) -> Self {
+        Self {
+            pid,
+            pidfd: Some(PidFd::Plain(pidfd)),
+            status: None,
+        }
+    }
+
+    /// The process id, until the shell has been reaped.
+    pub(crate) fn id(&self) -> Option<u32> {
+        self.status.is_none().then_some(self.pid as u32)
+    }
+
+    /// Waits for the shell to exit and reaps it (at once if it already was).
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+        loop {
+            if let Some(status) = self.status {
+                return Ok(status);
+            }
+            let pid = self.pid;
+            let reaped = {
+                let watched = self.watched()?;
+                let mut ready = watched.readable().await?;
+                let reaped = reap(pid, false)?;
+                if reaped.is_none() {
+                    ready.clear_ready();
+                }
+                reaped
+            };
+            if let Some(status) = reaped {
+                self.status = Some(status);
+                self.pidfd = None;
+            }
+        }
+    }
+
+    /// The pidfd registered with the runtime (the first call registers it).
+    fn watched(&mut self) -> io::Result<&AsyncFd<OwnedFd>> {
+        if let Some(PidFd::Plain(_)) = &self.pidfd {
+            if let Some(PidFd::Plain(fd)) = self.pidfd.take() {
+                self.pidfd = Some(PidFd::Watched(watch(fd)?));
+            }
+        }
+        match &self.pidfd {
+            Some(PidFd::Watched(fd)) => Ok(fd),
+            _ => Err(io::Error::other("the shell's pidfd is gone")),
+        }
+    }
+}
+
+impl Drop for ShellChild {
+    fn drop(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        let Some(pidfd) = self.pidfd.take() else {
+            return;
+        };
+        // SAFETY: a plain system call on our own pidfd: it names this child and no other.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.raw(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        }
+        if let Ok(Some(_)) = reap(self.pid, false) {
+            return;
+        }
+        let pid = self.pid;
+        let plain = match pidfd {
+            PidFd::Plain(fd) => fd,
+            PidFd::Watched(fd) => fd.into_inner(),
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Ok(watched) = watch(plain) {
+                        let _ = watched.readable().await;
+                    }
+                    let _ = reap(pid, true);
+                });
+            }
+            Err(_) => {
+                std::thread::spawn(move || {
+                    let _ = reap(pid, true);
+                    drop(plain);
+                });
+            }
+        }
+    }
+}
+
+/// `pidfd` registered with the runtime (readable once the process has exited).
+fn watch(pidfd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: the descriptor is owned here and registered nowhere else; the `AsyncFd`
+    // deregisters it before closing it.
+    unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)
+}
+
+/// `waitpid` of our child `pid`: its status once it has exited (`None`: still running,
+/// when not `blocking`).
+fn reap(pid: libc::pid_t, blocking: bool) -> io::Result<Option<ExitStatus>> {
+    let flags = if blocking { 0 } else { libc::WNOHANG };
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: waits for our own child into a local.
+        let rc = unsafe { libc::waitpid(pid, &mut status, flags) };
+        if rc == pid {
+            return Ok(Some(ExitStatus::from_raw(status)));
+        }
+        if rc == 0 {
+            return Ok(None);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
