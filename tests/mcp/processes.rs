@@ -345,8 +345,12 @@ async fn output_until(rpc: &mut Rpc, id: &str, needle: &str) -> String {
         if text.contains(needle) {
             return text;
         }
+        // An exited process may still have output to read (a terminal's `\r\n` comes in a
+        // write of its own): only a read that brings nothing after the exit is the end.
+        let more = read["processState"] == "running"
+            || !read["resultData"].as_str().unwrap_or_default().is_empty();
         assert!(
-            tokio::time::Instant::now() < deadline && read["processState"] == "running",
+            tokio::time::Instant::now() < deadline && more,
             "no {needle:?} in the output of {id}: {text:?} ({read})"
         );
     }
@@ -383,7 +387,8 @@ async fn a_tty_process_answers_an_isatty_prompt_and_resizes_through_the_tools() 
     )
     .await;
     assert!(!is_error, "{reply}");
-    let text = output_until(&mut rpc, &id, "got yes").await;
+    // The terminal turns `\n` into `\r\n` in a write of its own: wait for the whole line.
+    let text = output_until(&mut rpc, &id, "got yes\r\n").await;
     assert_eq!(text, "Proceed? yes\r\ngot yes\r\n");
 
     let (started, is_error) = call(
