@@ -430,6 +430,16 @@ impl ChildSetup<'_> {
                     failed(STAGE_STDIO);
                 }
             }
+            // Nothing beyond stdio reaches the shell, not even a descriptor cmdr itself
+            // inherited without close-on-exec from whatever started it (best effort:
+            // Linux 5.11). Marked, not closed: the report pipe must outlive a failing
+            // `execve`.
+            libc::syscall(
+                libc::SYS_close_range,
+                3_u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            );
             if let Some(dir) = self.dir {
                 if libc::chdir(dir.as_ptr()) != 0 {
                     failed(STAGE_DIR);

@@ -204,6 +204,26 @@ async fn commands_after_a_tree_killed_whole_still_run_inside_their_own_cgroup() 
     }
 }
 
+/// A descriptor cmdr inherited without close-on-exec (from a careless parent: a socket to
+/// a privileged service, say) must not reach the commands it runs.
+#[tokio::test]
+async fn a_descriptor_cmdr_inherited_without_close_on_exec_does_not_reach_the_shell() {
+    let registry = Registry::with_defaults();
+    let null = std::fs::File::open("/dev/null").unwrap();
+    // `dup` makes a copy without close-on-exec, as an inherited descriptor would be.
+    let leaked = nix::unistd::dup(&null).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&leaked);
+    let messages = run(&registry, bash("exec ls /proc/self/fd")).await;
+    let end = terminal(&messages);
+    assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:?}");
+    let fds: Vec<i32> = data(&messages)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert!(fds.contains(&0) && fds.contains(&2), "{fds:?}");
+    assert!(!fds.contains(&fd), "fd {fd} reached the shell: {fds:?}");
+}
+
 #[tokio::test]
 async fn an_orphan_holding_the_pipes_does_not_hang_the_result() {
     let registry = Registry::with_defaults();
