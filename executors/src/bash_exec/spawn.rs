@@ -217,6 +217,7 @@ struct CloneArgs {
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 /// Bytes of the child's own stack while it shares cmdr's memory (it needs a few hundred).
+#[cfg(target_arch = "x86_64")]
 const CHILD_STACK: usize = 64 * 1024;
 
 /// `clone3` with a pidfd, into `cgroup` when given. On x86-64 the child shares cmdr's
@@ -292,13 +293,15 @@ fn clone3_call(args: &mut CloneArgs, child: &ChildSetup<'_>) -> i64 {
     // SAFETY: `args` is a valid `clone_args` of the size passed. Without `CLONE_VM` the
     // child runs on a copy of this thread's memory and stack, like after `fork`; it only
     // runs `ChildSetup::run`, which makes system calls and never returns.
-    let pid = unsafe {
+    // `c_long` is `i32` on 32-bit targets.
+    #[allow(clippy::useless_conversion)]
+    let pid = i64::from(unsafe {
         libc::syscall(
             libc::SYS_clone3,
             std::ptr::from_mut(args),
             std::mem::size_of::<CloneArgs>(),
         )
-    };
+    });
     if pid == 0 {
         child.run();
     }
