@@ -16,10 +16,12 @@ fn main() -> ExitCode {
     cmdr::undumpable::hide_from_commands();
     // One TLS crypto provider (rustls' ring) for every HTTPS user, before any runtime.
     cmdr::llm::OpenAiClient::install_crypto_provider();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = if cli.single_threaded() {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("cmdr: cannot start the async runtime: {e}");

@@ -74,6 +74,17 @@ pub enum CliCommand {
 }
 
 impl Cli {
+    /// Whether one async thread serves this run better than a pool: `cmdr exec` one
+    /// command at a time (the default `--jobs 1`). Its work is a chain — read a chunk,
+    /// hand it on, print it — that a pool splits across threads, paying a wake-up per
+    /// hand-off and worker threads to start: one thread measured 7.3 against 8.9 ms for a
+    /// one-shot `BASH_EXEC true` and 84 against 91 ms for 100 MB of output (BENCHMARKS.md,
+    /// X1/X3). Blocking work still goes to the blocking pool and stdout to its own thread;
+    /// servers and `--jobs N` keep the multi-thread runtime.
+    pub fn single_threaded(&self) -> bool {
+        matches!(&self.command, CliCommand::Exec(args) if args.jobs == 1)
+    }
+
     /// Runs the chosen subcommand; returns the process exit status.
     pub async fn run(self) -> u8 {
         match self.command {
