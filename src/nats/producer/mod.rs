@@ -31,7 +31,7 @@ pub use fanout::DISCOVERY_QUIET;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -48,9 +48,7 @@ use tokio::sync::mpsc;
 
 use crate::nats::durable::{ensure_ids, ensure_streams, hex, id_subject, DurableSettings};
 use crate::nats::subjects;
-use crate::nats::wire::{
-    Accepted, InputAnswer, InputQuestion, REPLY_HEADER, REPLY_RESULT, WORKER_HEADER,
-};
+use crate::nats::wire::{Accepted, InputAnswer, InputQuestion, REPLY_HEADER, REPLY_RESULT};
 use demux::{Demux, Registration};
 use follow::{follow, Followed};
 use liveness::{Lost, Monitor, Watch};
@@ -271,7 +269,7 @@ impl Producer {
                 (None, None)
             }
             None => {
-                // A question would wait for the reply the first result is: asked at once.
+                // A question is asked before any terminal: no use waiting for one.
                 let wants_result = command.command_type() != CommandType::RequestUserInput;
                 let taken = self.request_core(subject, payload, wants_result).await?;
                 let ended = taken.ended();
@@ -410,8 +408,8 @@ impl Producer {
     }
 
     /// Core mode: publish as a request a worker acknowledges; the id of the worker that
-    /// took it, when it gives one, and — asked for with `wants_result` and given by
-    /// workers that know how — the command's first result. A worker that answers `busy`
+    /// took it, when it gives one, or — asked for with `wants_result` and given by
+    /// workers that know how — the command's terminal result. A worker that answers `busy`
     /// did not take it: the request is sent again (the queue group may pick another
     /// worker) with a growing pause, until [`ACCEPT_TIMEOUT`] has passed.
     async fn request_core(
@@ -429,15 +427,18 @@ impl Producer {
                 .payload(payload.clone())
                 .timeout(Some(left.max(Duration::from_millis(1))));
             if wants_result {
-                let mut headers = async_nats::HeaderMap::new();
-                headers.insert(REPLY_HEADER, REPLY_RESULT);
-                request = request.headers(headers);
+                request = request.headers(reply_headers());
             }
             let accepted = match self.client.send_request(subject.clone(), request).await {
-                Ok(reply) => match Taken::with_result(&reply) {
-                    Some(taken) => return Ok(taken),
-                    None => serde_json::from_slice::<Accepted>(&reply.payload).ok(),
-                },
+                Ok(reply) => {
+                    if let Some(taken) = wants_result
+                        .then(|| Taken::with_result(&reply.payload))
+                        .flatten()
+                    {
+                        return Ok(taken);
+                    }
+                    serde_json::from_slice::<Accepted>(&reply.payload).ok()
+                }
                 Err(e) if e.kind() == RequestErrorKind::NoResponders => {
                     return Err(ProducerError::NoWorkers(subject))
                 }
@@ -673,9 +674,9 @@ pub struct RemoteStream {
     watch: Option<Watch>,
     /// The worker holding the command's process or session (routed commands).
     target: Option<Target>,
-    /// The command's first result, when the worker's reply was that result, until yielded
-    /// (boxed: a stream is moved several times, a result is large).
-    first: Option<Box<Followed>>,
+    /// The command's terminal result, when the worker's reply was that result, until
+    /// yielded (boxed: a stream is moved several times, a result is large).
+    first: Option<Box<OutputResult>>,
     done: bool,
 }
 
@@ -765,7 +766,7 @@ impl Stream for RemoteStream {
             return Poll::Ready(None);
         }
         let next = if let Some(first) = self.first.take() {
-            Poll::Ready(Next::Result(*first))
+            Poll::Ready(Next::Result(Ok(*first)))
         } else {
             match self.poll_inbox(cx) {
                 Some(next) => Poll::Ready(next),
@@ -844,37 +845,38 @@ impl Results {
 struct Taken {
     /// The worker's id, when it gives one (for the liveness checks).
     worker: Option<String>,
-    /// The command's first result, when the reply was that result.
-    first: Option<Box<Followed>>,
+    /// The command's result, when the reply was that result (its terminal).
+    first: Option<Box<OutputResult>>,
 }
 
 impl Taken {
-    /// A reply that is the command's first result (marked by [`REPLY_HEADER`]); `None`
-    /// for a plain [`Accepted`] (from any worker, old or new).
-    fn with_result(reply: &async_nats::Message) -> Option<Self> {
-        let headers = reply.headers.as_ref()?;
-        if headers.get(REPLY_HEADER)?.as_str() != REPLY_RESULT {
-            return None;
-        }
-        let worker = headers
-            .get(WORKER_HEADER)
-            .map(|worker| worker.as_str().to_owned())
-            .filter(|worker| subjects::is_valid_id(worker));
+    /// A reply that is the command's terminal result (an `OutputResult`, which has a
+    /// `status`; an [`Accepted`] has none); `None` for an [`Accepted`] (from any worker,
+    /// old or new).
+    fn with_result(payload: &[u8]) -> Option<Self> {
+        let result = serde_json::from_slice::<OutputResult>(payload).ok()?;
         Some(Self {
-            worker,
-            first: Some(Box::new(parse(&reply.payload))),
+            worker: None,
+            first: Some(Box::new(result)),
         })
     }
 
-    /// Whether the reply already ended the command (its result is a terminal, or could
-    /// not be read: the stream then ends with that failure).
+    /// Whether the reply already ended the command (its result is a terminal).
     fn ended(&self) -> bool {
-        match self.first.as_deref() {
-            Some(Ok(result)) => result.status.is_terminal(),
-            Some(Err(_)) => true,
-            None => false,
-        }
+        self.first
+            .as_ref()
+            .is_some_and(|result| result.status.is_terminal())
     }
+}
+
+/// The headers of a command request that takes its terminal result as the reply.
+fn reply_headers() -> async_nats::HeaderMap {
+    static HEADERS: LazyLock<async_nats::HeaderMap> = LazyLock::new(|| {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(REPLY_HEADER, REPLY_RESULT);
+        headers
+    });
+    HEADERS.clone()
 }
 
 /// One result message.

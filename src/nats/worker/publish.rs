@@ -67,9 +67,9 @@ impl Publisher {
         self.publish_replying(stream, None).await
     }
 
-    /// [`Publisher::publish_all`], the first result as the command request's `reply` when
-    /// that is still untaken and the result fits one message (`reply`); the rest, in
-    /// order, on the results subject.
+    /// [`Publisher::publish_all`], replying to the command request (`reply`, if still
+    /// untaken) with the first result when that is a terminal fitting one message, else
+    /// with [`Accepted`](crate::nats::wire::Accepted) before the first result is published.
     pub(super) async fn publish_replying(
         &self,
         mut stream: ResultStream,
@@ -115,20 +115,19 @@ impl Publisher {
         Published::Complete
     }
 
-    /// Sends `result` as the command's `reply` (already taken) if it fits one message
-    /// (`true`); else replies [`Accepted`](crate::nats::wire::Accepted) (`false`: the
-    /// result is still to be published).
+    /// Sends `result` as the command's `reply` (already taken) if it is a terminal that
+    /// fits one message (`true`); else replies [`Accepted`](crate::nats::wire::Accepted)
+    /// (`false`: the result is still to be published).
     async fn reply_with(&self, reply: &Reply, result: &OutputResult) -> Result<bool, String> {
-        // Room for the reply's headers.
-        let max_payload = self.client.server_info().max_payload.max(64 * 1024) - 1024;
-        let mut parts = chunk::encode(result, max_payload).map_err(|e| e.to_string())?;
-        match (parts.pop(), parts.is_empty()) {
-            (Some(part), true) => reply.send_result(&self.client, part).await.map(|()| true),
-            _ => {
-                reply.send_accepted(&self.client).await;
-                Ok(false)
+        if result.status.is_terminal() {
+            let max_payload = self.client.server_info().max_payload.max(64 * 1024);
+            let mut parts = chunk::encode(result, max_payload).map_err(|e| e.to_string())?;
+            if let (Some(part), true) = (parts.pop(), parts.is_empty()) {
+                return reply.send_result(&self.client, part).await.map(|()| true);
             }
         }
+        reply.send_accepted(&self.client).await;
+        Ok(false)
     }
 
     /// Publishes one result of the command with this scoped id (its `command_id`), outside

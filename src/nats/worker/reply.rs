@@ -1,19 +1,22 @@
 //! Deferred replies (core mode): a producer that sends [`REPLY_HEADER`]` = `[`REPLY_RESULT`]
-//! on its command request gets the command's **first result** as the reply, instead of an
-//! [`Accepted`] followed by that result on the results subject: for a command that ends
-//! at once that is two messages per command (request, reply), as for a bare request/reply,
-//! not three.
+//! on its command request takes the command's **terminal result** as the reply: for a
+//! command that ends at once with one result (a no-op, a quick file read) that is two
+//! messages per command (request, reply), as for a bare request/reply, instead of three
+//! ([`Accepted`], then the result on the results subject). The reply carries no headers
+//! (parsing them costs async-nats more than the message saved): a result is told from an
+//! [`Accepted`] by its `status`.
 //!
 //! A command's reply is taken once ([`Reply::take`]), by whichever comes first:
 //!
-//! - the command's first result (`publish`): sent as the reply, with the worker's id in
-//!   [`WORKER_HEADER`] (the producer's liveness checks need it);
+//! - the command's first result (`publish`): a terminal that fits one message is sent as
+//!   the reply; anything else (output, a note, an oversized terminal) first gets an
+//!   [`Accepted`] naming the worker — which the producer's liveness checks need, the
+//!   command going on — and then goes to the results subject;
 //! - [`REPLY_WAIT`] after the command arrived ([`Deadlines`], one task per worker): a
 //!   command that waits for a job or produces nothing for that long is answered with an
-//!   [`Accepted`] as before, well inside the producer's 5 s reply timeout, and its results
-//!   go to the results subject;
-//! - the end of the command without a result sent in the reply (an undecodable command,
-//!   a result too large for one message): an [`Accepted`] at once.
+//!   [`Accepted`] as before, well inside the producer's 5 s reply timeout;
+//! - the end of the command without any result sent (an undecodable command): an
+//!   [`Accepted`].
 //!
 //! Busy refusals are answered at once, with [`Accepted`]`{busy}`, whatever the header.
 
@@ -22,11 +25,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use async_nats::{Client, HeaderMap, Subject};
+use async_nats::{Client, Subject};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::nats::wire::{Accepted, REPLY_HEADER, REPLY_RESULT, WORKER_HEADER};
+use crate::nats::wire::{Accepted, REPLY_HEADER, REPLY_RESULT};
 
 /// How long a worker may hold a command's reply back, waiting for its first result.
 pub(super) const REPLY_WAIT: Duration = Duration::from_millis(200);
@@ -51,17 +54,14 @@ impl Reply {
         self.taken.load(Ordering::Acquire)
     }
 
-    /// Sends `payload`, one encoded result, as the reply (after [`Reply::take`]).
+    /// Sends `payload`, one encoded terminal result, as the reply (after [`Reply::take`]).
     pub(super) async fn send_result(
         &self,
         client: &Client,
         payload: Vec<u8>,
     ) -> Result<(), String> {
-        let mut headers = HeaderMap::new();
-        headers.insert(REPLY_HEADER, REPLY_RESULT);
-        headers.insert(WORKER_HEADER, &*self.worker);
         client
-            .publish_with_headers(self.subject.clone(), headers, payload.into())
+            .publish(self.subject.clone(), payload.into())
             .await
             .map_err(|e| e.to_string())
     }
@@ -82,7 +82,7 @@ impl Reply {
     }
 }
 
-/// Whether a command request asks for its first result as the reply.
+/// Whether a command request takes its terminal result as the reply.
 pub(super) fn wants_result(message: &async_nats::Message) -> bool {
     message
         .headers
