@@ -134,7 +134,11 @@ pub fn unscoped(scoped: &str) -> Option<(&str, &str)> {
 /// always are: it runs several times per command).
 pub fn is_valid_id(id: &str) -> bool {
     if id.is_ascii() {
-        return !id.is_empty() && !id.bytes().any(|b| is_separator(char::from(b)));
+        // ASCII whitespace as `char::is_whitespace` has it: \t \n \v \f \r and space.
+        return !id.is_empty()
+            && !id
+                .bytes()
+                .any(|b| matches!(b, b'\t'..=b'\r' | b' ' | b'.' | b'*' | b'>'));
     }
     !id.chars().any(is_separator)
 }
@@ -147,6 +151,18 @@ fn is_separator(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ascii_check_agrees_with_the_char_check() {
+        for b in 0u8..128 {
+            let id = format!("a{}b", char::from(b));
+            assert_eq!(
+                is_valid_id(&id),
+                !id.chars().any(is_separator),
+                "byte {b:#x}"
+            );
+        }
+    }
 
     #[test]
     fn ids_are_single_tokens() {

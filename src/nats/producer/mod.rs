@@ -4,7 +4,9 @@
 //! `submit` registers the command with the producer's demultiplexer (`demux`: one
 //! subscription for all its commands' results, one for their questions, made on first
 //! use) *before* publishing, so no early result is missed, then publishes the command as
-//! a request: a worker answers at once with `Accepted`; no worker at all is `NO_WORKERS`. The returned
+//! a request: a worker answers at once with `Accepted` — or, for a command that ends
+//! quickly, with its terminal result (`Cmdr-Reply: result`, docs/nats.md "The reply");
+//! no worker at all is `NO_WORKERS`. The returned
 //! [`RemoteStream`] yields the command's `OutputResult`s in order and ends after the
 //! terminal one. Questions from a `REQUEST_USER_INPUT` are answered by the producer's
 //! input broker if it has one, else they wait for [`Producer::answer_input`]. Dropping

@@ -166,3 +166,23 @@ impl Deadlines {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_is_taken_once_and_taken_ones_are_skipped() {
+        let deadlines = Deadlines::new("w1");
+        let first = deadlines.defer(Subject::from("_INBOX.a"), "a".to_owned());
+        let second = deadlines.defer(Subject::from("_INBOX.b"), "b".to_owned());
+        assert!(first.take(), "the first caller takes it");
+        assert!(!first.take(), "and only the first");
+        let at = deadlines.next_deadline();
+        assert!(at.is_some(), "the second is still owed");
+        let due = deadlines.take_due(Instant::now() + REPLY_WAIT);
+        assert_eq!(due.len(), 1);
+        assert!(Arc::ptr_eq(&due[0], &second));
+        assert_eq!(deadlines.next_deadline(), None);
+    }
+}
