@@ -130,12 +130,22 @@ pub fn unscoped(scoped: &str) -> Option<(&str, &str)> {
         .filter(|(producer, id)| is_valid_id(producer) && is_valid_id(id))
 }
 
-/// Whether `id` can be a subject token.
+/// Whether `id` can be a subject token (checked byte by byte when ASCII, as ids nearly
+/// always are: it runs several times per command).
 pub fn is_valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && !id
-            .chars()
-            .any(|c| c.is_whitespace() || matches!(c, '.' | '*' | '>'))
+    if id.is_ascii() {
+        // ASCII whitespace as `char::is_whitespace` has it: \t \n \v \f \r and space.
+        return !id.is_empty()
+            && !id
+                .bytes()
+                .any(|b| matches!(b, b'\t'..=b'\r' | b' ' | b'.' | b'*' | b'>'));
+    }
+    !id.chars().any(is_separator)
+}
+
+/// Whitespace (Unicode's), `.`, `*` or `>`: what cannot be part of a subject token.
+fn is_separator(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '.' | '*' | '>')
 }
 
 #[cfg(test)]
@@ -143,10 +153,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_ascii_check_agrees_with_the_char_check() {
+        for b in 0u8..128 {
+            let id = format!("a{}b", char::from(b));
+            assert_eq!(
+                is_valid_id(&id),
+                !id.chars().any(is_separator),
+                "byte {b:#x}"
+            );
+        }
+    }
+
+    #[test]
     fn ids_are_single_tokens() {
         assert!(is_valid_id("cmd-1-0"));
         assert!(is_valid_id("0b3f6c1e-5d6a-4a57-9f0b-3c1d2e4f5a6b"));
-        for bad in ["", "a.b", "a b", "*", "a>", "tab\t"] {
+        for bad in [
+            "",
+            "a.b",
+            "a b",
+            "*",
+            "a>",
+            "tab\t",
+            "vt\u{b}",
+            "é.",
+            "nb\u{2003}sp",
+        ] {
             assert!(!is_valid_id(bad), "{bad:?}");
         }
     }

@@ -3,8 +3,19 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Header of a command request (core mode) by which a producer says it takes the
+/// command's **terminal result** as the reply (an `OutputResult`, told from an [`Accepted`]
+/// by its `status`), which a worker sends instead of [`Accepted`] when the command ends
+/// soon with that one result. Workers that predate it ignore it and answer [`Accepted`];
+/// producers that predate it do not send it and get [`Accepted`].
+pub const REPLY_HEADER: &str = "Cmdr-Reply";
+
+/// The value of [`REPLY_HEADER`].
+pub const REPLY_RESULT: &str = "result";
+
 /// A worker's reply to a command it received (core mode): the producer knows at once that
-/// a worker took it, or that none is listening.
+/// a worker took it, or that none is listening. (Asked with [`REPLY_HEADER`], the reply
+/// may instead be the command's terminal result.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Accepted {
     /// The command's id as sent (empty when the command has none: it then gets one when

@@ -16,6 +16,7 @@ mod orphans;
 mod permissions;
 mod processes;
 mod remote;
+mod reply;
 mod serve;
 use cmdr_test_support::nats_server as server;
 

@@ -4,7 +4,9 @@
 //! `submit` registers the command with the producer's demultiplexer (`demux`: one
 //! subscription for all its commands' results, one for their questions, made on first
 //! use) *before* publishing, so no early result is missed, then publishes the command as
-//! a request: a worker answers at once with `Accepted`; no worker at all is `NO_WORKERS`. The returned
+//! a request: a worker answers at once with `Accepted` — or, for a command that ends
+//! quickly, with its terminal result (`Cmdr-Reply: result`, docs/nats.md "The reply");
+//! no worker at all is `NO_WORKERS`. The returned
 //! [`RemoteStream`] yields the command's `OutputResult`s in order and ends after the
 //! terminal one. Questions from a `REQUEST_USER_INPUT` are answered by the producer's
 //! input broker if it has one, else they wait for [`Producer::answer_input`]. Dropping
@@ -31,7 +33,7 @@ pub use fanout::DISCOVERY_QUIET;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -39,7 +41,7 @@ use async_nats::jetstream;
 use async_nats::{Client, Request, RequestErrorKind, Subject, Subscriber};
 use cmdr_executors::ErrorCode;
 use cmdr_executors::{
-    decode_command, Command, ExecutionStatus, InputBroker, InputRequest, OutputResult,
+    decode_command, Command, CommandType, ExecutionStatus, InputBroker, InputRequest, OutputResult,
 };
 use dashmap::DashMap;
 use futures_core::Stream;
@@ -48,7 +50,7 @@ use tokio::sync::mpsc;
 
 use crate::nats::durable::{ensure_ids, ensure_streams, hex, id_subject, DurableSettings};
 use crate::nats::subjects;
-use crate::nats::wire::{Accepted, InputAnswer, InputQuestion};
+use crate::nats::wire::{Accepted, InputAnswer, InputQuestion, REPLY_HEADER, REPLY_RESULT};
 use demux::{Demux, Registration};
 use follow::{follow, Followed};
 use liveness::{Lost, Monitor, Watch};
@@ -258,7 +260,7 @@ impl Producer {
         let subject = subjects::command(&self.id, command.command_type().as_str());
         // The id of this producer's command among every producer's (de-duplication).
         let scoped = subjects::scoped(&self.id, &id);
-        let watch = match &self.js {
+        let (watch, first) = match &self.js {
             // Boxed: JetStream's futures are large, and would make every submission's
             // future (moved several times per command) as large.
             Some(js) => {
@@ -266,14 +268,23 @@ impl Producer {
                     Box::pin(claim_id(js, ids, &scoped, &payload)).await?;
                 }
                 Box::pin(publish_durably(js, subject, &scoped, payload)).await?;
-                None
+                (None, None)
             }
-            None => self
-                .request_core(subject, payload)
-                .await?
-                .map(|worker| self.monitor.watch(&worker, scoped)),
+            None => {
+                // A question is asked before any terminal: no use waiting for one.
+                let wants_result = command.command_type() != CommandType::RequestUserInput;
+                let taken = self.request_core(subject, payload, wants_result).await?;
+                let ended = taken.ended();
+                let watch = match taken.worker {
+                    Some(worker) if !ended => Some(self.monitor.watch(&worker, scoped)),
+                    _ => None,
+                };
+                (watch, taken.first)
+            }
         };
-        Ok(self.stream(&command, id, results, Some(inbox), watch, None))
+        let mut stream = self.stream(&command, id, results, Some(inbox), watch, None);
+        stream.first = first;
+        Ok(stream)
     }
 
     /// One worker, over core request/reply in either mode (its processes and sessions
@@ -297,7 +308,7 @@ impl Producer {
         let payload = serde_json::to_vec(&command).map_err(nats_error)?;
         let subject =
             subjects::worker_command(&target.worker, &self.id, command.command_type().as_str());
-        match self.request_core(subject, payload).await {
+        match self.request_core(subject, payload, false).await {
             Ok(_) => {}
             Err(ProducerError::NoWorkers(_)) => {
                 self.forget(&target);
@@ -357,6 +368,7 @@ impl Producer {
             producer: self.clone(),
             watch,
             target,
+            first: None,
             done: false,
         }
     }
@@ -376,6 +388,7 @@ impl Producer {
             producer: self.clone(),
             watch: None,
             target: None,
+            first: None,
             done: false,
         })
     }
@@ -397,24 +410,37 @@ impl Producer {
     }
 
     /// Core mode: publish as a request a worker acknowledges; the id of the worker that
-    /// took it, when it gives one. A worker that answers `busy` did not take it: the
-    /// request is sent again (the queue group may pick another worker) with a growing
-    /// pause, until [`ACCEPT_TIMEOUT`] has passed.
+    /// took it, when it gives one, or — asked for with `wants_result` and given by
+    /// workers that know how — the command's terminal result. A worker that answers `busy`
+    /// did not take it: the request is sent again (the queue group may pick another
+    /// worker) with a growing pause, until [`ACCEPT_TIMEOUT`] has passed.
     async fn request_core(
         &self,
         subject: String,
         payload: Vec<u8>,
-    ) -> Result<Option<String>, ProducerError> {
+        wants_result: bool,
+    ) -> Result<Taken, ProducerError> {
         let payload = bytes::Bytes::from(payload);
         let deadline = tokio::time::Instant::now() + ACCEPT_TIMEOUT;
         let mut pause = BUSY_RETRY_FIRST;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let request = Request::new()
+            let mut request = Request::new()
                 .payload(payload.clone())
                 .timeout(Some(left.max(Duration::from_millis(1))));
+            if wants_result {
+                request = request.headers(reply_headers());
+            }
             let accepted = match self.client.send_request(subject.clone(), request).await {
-                Ok(reply) => serde_json::from_slice::<Accepted>(&reply.payload).ok(),
+                Ok(reply) => {
+                    if let Some(taken) = wants_result
+                        .then(|| Taken::with_result(&reply.payload))
+                        .flatten()
+                    {
+                        return Ok(taken);
+                    }
+                    serde_json::from_slice::<Accepted>(&reply.payload).ok()
+                }
                 Err(e) if e.kind() == RequestErrorKind::NoResponders => {
                     return Err(ProducerError::NoWorkers(subject))
                 }
@@ -432,9 +458,12 @@ impl Producer {
                     pause = (pause * 2).min(BUSY_RETRY_MAX);
                 }
                 accepted => {
-                    return Ok(accepted
-                        .and_then(|accepted| accepted.worker)
-                        .filter(|worker| subjects::is_valid_id(worker)))
+                    return Ok(Taken {
+                        worker: accepted
+                            .and_then(|accepted| accepted.worker)
+                            .filter(|worker| subjects::is_valid_id(worker)),
+                        first: None,
+                    })
                 }
             }
         }
@@ -647,6 +676,9 @@ pub struct RemoteStream {
     watch: Option<Watch>,
     /// The worker holding the command's process or session (routed commands).
     target: Option<Target>,
+    /// The command's terminal result, when the worker's reply was that result, until
+    /// yielded (boxed: a stream is moved several times, a result is large).
+    first: Option<Box<OutputResult>>,
     done: bool,
 }
 
@@ -735,9 +767,13 @@ impl Stream for RemoteStream {
         if self.done {
             return Poll::Ready(None);
         }
-        let next = match self.poll_inbox(cx) {
-            Some(next) => Poll::Ready(next),
-            None => self.results.poll_result(cx),
+        let next = if let Some(first) = self.first.take() {
+            Poll::Ready(Next::Result(Ok(*first)))
+        } else {
+            match self.poll_inbox(cx) {
+                Some(next) => Poll::Ready(next),
+                None => self.results.poll_result(cx),
+            }
         };
         let result = match next {
             Poll::Ready(Next::Result(Ok(result))) => {
@@ -805,6 +841,44 @@ impl Results {
         };
         next.map(|next| next.map_or(Next::Ended, Next::Result))
     }
+}
+
+/// What a worker answered to a command request it took (core mode).
+struct Taken {
+    /// The worker's id, when it gives one (for the liveness checks).
+    worker: Option<String>,
+    /// The command's result, when the reply was that result (its terminal).
+    first: Option<Box<OutputResult>>,
+}
+
+impl Taken {
+    /// A reply that is the command's terminal result (an `OutputResult`, which has a
+    /// `status`; an [`Accepted`] has none); `None` for an [`Accepted`] (from any worker,
+    /// old or new).
+    fn with_result(payload: &[u8]) -> Option<Self> {
+        let result = serde_json::from_slice::<OutputResult>(payload).ok()?;
+        Some(Self {
+            worker: None,
+            first: Some(Box::new(result)),
+        })
+    }
+
+    /// Whether the reply already ended the command (its result is a terminal).
+    fn ended(&self) -> bool {
+        self.first
+            .as_ref()
+            .is_some_and(|result| result.status.is_terminal())
+    }
+}
+
+/// The headers of a command request that takes its terminal result as the reply.
+fn reply_headers() -> async_nats::HeaderMap {
+    static HEADERS: LazyLock<async_nats::HeaderMap> = LazyLock::new(|| {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(REPLY_HEADER, REPLY_RESULT);
+        headers
+    });
+    HEADERS.clone()
 }
 
 /// One result message.

@@ -9,6 +9,7 @@ use futures_util::StreamExt;
 
 use super::alive::Holding;
 use super::publish::Publisher;
+use super::reply::Reply;
 use crate::nats::subjects;
 use crate::nats::wire::Accepted;
 
@@ -22,12 +23,17 @@ pub(super) struct Runner {
 
 impl Runner {
     /// Runs one command message, publishes its results, then stops holding its scoped id.
-    pub(super) async fn run(&self, message: &Message, scoped: &str) {
+    /// With a deferred `reply` (`reply`), the first result goes there if it is still
+    /// untaken; else it is answered [`Accepted`] once the command is over.
+    pub(super) async fn run(&self, message: &Message, scoped: &str, reply: Option<&Reply>) {
         if let Some((scope, command)) =
             decode_or_answer(&message.subject, &message.payload, &self.publisher).await
         {
             let stream = start(&self.registry, scope, command).await;
-            self.publisher.publish_all(stream).await;
+            self.publisher.publish_replying(stream, reply).await;
+        }
+        if let Some(reply) = reply.filter(|reply| reply.take()) {
+            reply.send_accepted(self.publisher.client()).await;
         }
         self.holding.release(scoped);
     }

@@ -1,6 +1,8 @@
-//! The core-mode worker loop: a reader task answers every command it receives at once
-//! with [`Accepted`] and queues it; the dispatcher runs queued commands `--jobs` at a
-//! time; shutdown answers commands not yet started with `SHUTTING_DOWN`.
+//! The core-mode worker loop: a reader task answers every command it receives with
+//! [`Accepted`](crate::nats::wire::Accepted) — at once, or, when the producer asks for it,
+//! with the command's first result if that comes within `reply::REPLY_WAIT` — and queues
+//! it; the dispatcher runs queued commands `--jobs` at a time; shutdown answers commands
+//! not yet started with `SHUTTING_DOWN`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,10 +19,12 @@ use super::common::{acknowledge, ids_of, listen_for_cancels, Runner};
 use super::direct::Direct;
 use super::options::{WorkerError, WorkerOptions};
 use super::publish::Publisher;
+use super::reply::{wants_result, Deadlines, Reply};
 use crate::nats::subjects;
 
-/// An accepted command and its scoped id (held while it waits and runs).
-type Queued = (Message, String);
+/// An accepted command, its scoped id (held while it waits and runs), and its reply when
+/// deferred.
+type Queued = (Message, String, Option<Arc<Reply>>);
 
 /// Runs a core worker until `shutdown` resolves, then shuts down gracefully.
 pub(super) async fn run(
@@ -50,12 +54,15 @@ pub(super) async fn run(
     direct.answer_liveness(&client).await?;
     let (queue, mut queued) = mpsc::unbounded_channel();
     let backlog = Arc::new(Backlog::new(options.max_queued, options.max_queued_bytes));
+    let deadlines = Arc::new(Deadlines::new(&options.worker_id));
+    let late = tokio::spawn(deadlines.clone().answer_late(client.clone()));
     let reader = tokio::spawn(accept(
         commands,
         client.clone(),
         queue,
         runner.holding.clone(),
         backlog.clone(),
+        deadlines,
     ));
     let dispatcher = dispatch(
         &mut queued,
@@ -74,12 +81,14 @@ pub(super) async fn run(
     queued.close();
     // Running commands get the grace; every process of this worker is stopped.
     registry.shutdown(options.shutdown_grace).await;
-    while let Some((message, scoped)) = queued.recv().await {
+    while let Some((message, scoped, reply)) = queued.recv().await {
         // Accepted but never started: the registry refuses it now, and says so.
-        runner.run(&message, &scoped).await;
+        runner.run(&message, &scoped, reply.as_deref()).await;
     }
     tracker.close();
     tracker.wait().await;
+    // Every deferred reply was taken by its command's end at the latest.
+    late.abort();
     cancel_listener.abort();
     direct.stop_answering();
     if let Err(e) = client.flush().await {
@@ -88,24 +97,34 @@ pub(super) async fn run(
     Ok(())
 }
 
-/// Answers each received command with [`Accepted`] (naming this worker) and queues it,
-/// holding its id (see [`Holding`]); past the [`Backlog`]'s limits it answers `busy`
-/// instead and drops it.
+/// Answers each received command with [`Accepted`](crate::nats::wire::Accepted) (naming
+/// this worker) and queues it, holding its id (see [`Holding`]); a producer asking for
+/// the first result as the reply gets it deferred instead ([`Deadlines`]). Past the
+/// [`Backlog`]'s limits it answers `busy` at once and drops the command.
 async fn accept(
     mut commands: async_nats::Subscriber,
     client: Client,
     queue: mpsc::UnboundedSender<Queued>,
     holding: Holding,
     backlog: Arc<Backlog>,
+    deadlines: Arc<Deadlines>,
 ) {
     while let Some(message) = commands.next().await {
         let admitted = backlog.try_admit(message.payload.len());
         let (id, scoped) = ids_of(&message.subject, &message.payload);
-        if admitted {
-            holding.hold(&scoped);
+        if !admitted {
+            acknowledge(&client, &message, id, holding.worker_id(), true).await;
+            continue;
         }
-        acknowledge(&client, &message, id, holding.worker_id(), !admitted).await;
-        if admitted && queue.send((message, scoped)).is_err() {
+        holding.hold(&scoped);
+        let reply = match (&message.reply, wants_result(&message)) {
+            (Some(subject), true) => Some(deadlines.defer(subject.clone(), id)),
+            _ => {
+                acknowledge(&client, &message, id, holding.worker_id(), false).await;
+                None
+            }
+        };
+        if queue.send((message, scoped, reply)).is_err() {
             return;
         }
     }
@@ -120,14 +139,14 @@ async fn dispatch(
     backlog: &Backlog,
 ) {
     let slots = Arc::new(Semaphore::new(jobs.max(1)));
-    while let Some((message, scoped)) = queued.recv().await {
+    while let Some((message, scoped, reply)) = queued.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
         backlog.release(message.payload.len());
         let runner = runner.clone();
         tracker.spawn(async move {
-            runner.run(&message, &scoped).await;
+            runner.run(&message, &scoped, reply.as_deref()).await;
             drop(slot);
         });
     }

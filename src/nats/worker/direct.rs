@@ -142,7 +142,7 @@ async fn serve_commands(
         acknowledge(&client, &message, id, worker, false).await;
         let runner = runner.clone();
         tracker.spawn(async move {
-            runner.run(&message, &scoped).await;
+            runner.run(&message, &scoped, None).await;
             drop(slot);
         });
     }

@@ -3,7 +3,8 @@
 //! `cmdr.results.<producer>.<command_id>` in order.
 //!
 //! A reader task answers every command it receives at once with `Accepted` (so a
-//! producer learns immediately that a worker has it) and queues it; the dispatcher runs
+//! producer learns immediately that a worker has it) — or, when the producer asks for it,
+//! with the command's first result if that comes soon (`reply`) — and queues it; the dispatcher runs
 //! queued commands `--jobs` at a time. Cancels (`cmdr.cancel.*`) reach every worker; the
 //! one running the command stops it. Every worker has an id and answers on
 //! `cmdr.alive.<worker_id>` whether it still has a command, so a producer notices a
@@ -19,7 +20,8 @@
 //! - `direct`: the worker's own subjects, in both modes: commands for its processes and
 //!   sessions (`cmdr.worker.<id>.commands.…`), discovery (`cmdr.workers.<producer>`),
 //!   liveness;
-//! - `publish`: publishing result streams; `alive`: which commands it holds;
+//! - `publish`: publishing result streams; `reply`: replies deferred to carry the first
+//!   result; `alive`: which commands it holds;
 //!   [`input`]: `REQUEST_USER_INPUT` asked of the producer over the bus.
 
 mod alive;
@@ -31,6 +33,7 @@ mod durable_loop;
 pub mod input;
 mod options;
 mod publish;
+mod reply;
 
 pub use options::{
     random_worker_id, WorkerError, WorkerOptions, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES,

@@ -11,6 +11,7 @@ use async_nats::Client;
 use cmdr_executors::ErrorCode;
 use cmdr_executors::{OutputResult, ResultStream};
 
+use super::reply::Reply;
 use crate::nats::chunk;
 use crate::nats::subjects;
 
@@ -55,9 +56,25 @@ impl Publisher {
         }
     }
 
+    /// The connection results are published on.
+    pub(super) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Publishes every message of `stream`, in order. If publishing fails, the stream is
     /// dropped, which stops the command.
-    pub(super) async fn publish_all(&self, mut stream: ResultStream) -> Published {
+    pub(super) async fn publish_all(&self, stream: ResultStream) -> Published {
+        self.publish_replying(stream, None).await
+    }
+
+    /// [`Publisher::publish_all`], replying to the command request (`reply`, if still
+    /// untaken) with the first result when that is a terminal fitting one message, else
+    /// with [`Accepted`](crate::nats::wire::Accepted) before the first result is published.
+    pub(super) async fn publish_replying(
+        &self,
+        mut stream: ResultStream,
+        mut reply: Option<&Reply>,
+    ) -> Published {
         let scoped = stream.command_id().to_owned();
         let Some((producer, id)) = subjects::unscoped(&scoped) else {
             tracing::warn!(command_id = %scoped, "a command without a producer: results dropped");
@@ -78,6 +95,16 @@ impl Publisher {
             {
                 return Published::Redeliver;
             }
+            if let Some(reply) = reply.take().filter(|reply| reply.take()) {
+                match self.reply_with(reply, &result).await {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(%subject, "replying with a result failed, stopping the command: {e}");
+                        return Published::Failed;
+                    }
+                }
+            }
             sent += 1;
             let msg_id = run.as_ref().map(|run| format!("{run}.{sent}"));
             if let Err(e) = self.publish_as(&subject, &result, msg_id.as_deref()).await {
@@ -86,6 +113,21 @@ impl Publisher {
             }
         }
         Published::Complete
+    }
+
+    /// Sends `result` as the command's `reply` (already taken) if it is a terminal that
+    /// fits one message (`true`); else replies [`Accepted`](crate::nats::wire::Accepted)
+    /// (`false`: the result is still to be published).
+    async fn reply_with(&self, reply: &Reply, result: &OutputResult) -> Result<bool, String> {
+        if result.status.is_terminal() {
+            let max_payload = self.client.server_info().max_payload.max(64 * 1024);
+            let mut parts = chunk::encode(result, max_payload).map_err(|e| e.to_string())?;
+            if let (Some(part), true) = (parts.pop(), parts.is_empty()) {
+                return reply.send_result(&self.client, part).await.map(|()| true);
+            }
+        }
+        reply.send_accepted(&self.client).await;
+        Ok(false)
     }
 
     /// Publishes one result of the command with this scoped id (its `command_id`), outside

@@ -1,0 +1,228 @@
+//! The reply to a command request: the command's terminal result when the producer takes
+//! it (`Cmdr-Reply: result`) and it comes soon, else `Accepted`; producers and workers of
+//! either version work together in one pool.
+
+use async_nats::{HeaderMap, Request};
+use cmdr::nats::wire::{Accepted, REPLY_HEADER, REPLY_RESULT};
+use cmdr_executors::{ExecutionStatus, OutputResult};
+use futures_util::StreamExt;
+use serde_json::json;
+
+use super::{collect, data, producer, terminal, terminal_on, NatsServer, Worker, PATIENCE};
+
+/// A request taking the terminal result as the reply.
+fn asking_for_result(body: String) -> Request {
+    let mut headers = HeaderMap::new();
+    headers.insert(REPLY_HEADER, REPLY_RESULT);
+    Request::new()
+        .payload(body.into())
+        .headers(headers)
+        .timeout(Some(PATIENCE))
+}
+
+/// The result a reply is, if it is one (it has a `status`; an `Accepted` has none).
+fn result_in(reply: &async_nats::Message) -> Option<OutputResult> {
+    serde_json::from_slice(&reply.payload).ok()
+}
+
+/// A worker replying with results carries each command's terminal once: in the reply or
+/// on the results subject, never both.
+#[tokio::test]
+async fn a_worker_replies_with_the_terminal_once() {
+    let server = NatsServer::start();
+    let _worker = Worker::start(&server, None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let mut results = client.subscribe("cmdr.results.raw.*").await.unwrap();
+    client.flush().await.unwrap();
+    let mut in_reply = 0;
+    for n in 0..20 {
+        let body =
+            json!({"command_id":format!("r-{n}"),"commandType":"LIST_DIRECTORY","path":dir.path()});
+        let reply = client
+            .send_request(
+                "cmdr.commands.raw.LIST_DIRECTORY",
+                asking_for_result(body.to_string()),
+            )
+            .await
+            .unwrap();
+        if let Some(result) = result_in(&reply) {
+            in_reply += 1;
+            assert_eq!(result.command_id, format!("r-{n}"));
+            assert_eq!(result.status, ExecutionStatus::Succeeded, "{result:?}");
+        } else {
+            let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
+            assert!(accepted.worker.is_some(), "{accepted:?}");
+            let result = terminal_on(&mut results).await;
+            assert_eq!(result.command_id, format!("r-{n}"));
+        }
+    }
+    assert!(in_reply > 0, "no reply carried its result");
+    // A fence: a request without the header, answered `Accepted`, its terminal on the
+    // subject after everything the worker published before.
+    let fence = json!({"command_id":"fence","commandType":"LIST_DIRECTORY","path":dir.path()});
+    client
+        .request("cmdr.commands.raw.LIST_DIRECTORY", fence.to_string().into())
+        .await
+        .unwrap();
+    let next = terminal_on(&mut results).await;
+    assert_eq!(next.command_id, "fence", "a terminal sent twice: {next:?}");
+}
+
+/// A command with no result within the worker's wait (here: blocked reading a FIFO that
+/// is written only after the reply came) is answered `Accepted` meanwhile, and its
+/// results follow on the results subject.
+#[tokio::test]
+async fn a_command_without_a_result_yet_is_answered_accepted() {
+    let server = NatsServer::start();
+    let _worker = Worker::start(&server, None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("gate");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let mut results = client.subscribe("cmdr.results.raw.slow-1").await.unwrap();
+    client.flush().await.unwrap();
+    let script = format!("read x < '{}'; echo got $x", fifo.display());
+    let body = json!({"command_id":"slow-1","commandType":"BASH_EXEC","command":script});
+    let reply = client
+        .send_request(
+            "cmdr.commands.raw.BASH_EXEC",
+            asking_for_result(body.to_string()),
+        )
+        .await
+        .unwrap();
+    assert!(result_in(&reply).is_none());
+    let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
+    assert_eq!(accepted.command_id, "slow-1");
+    assert!(accepted.worker.is_some() && !accepted.busy, "{accepted:?}");
+    // Opening the FIFO for writing waits for its reader, the command.
+    tokio::task::spawn_blocking(move || std::fs::write(fifo, "go\n"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut output = String::new();
+    let last = loop {
+        let message = tokio::time::timeout(PATIENCE, results.next())
+            .await
+            .unwrap()
+            .unwrap();
+        let result: OutputResult = serde_json::from_slice(&message.payload).unwrap();
+        output.push_str(&result.result_data);
+        if result.status.is_terminal() {
+            break result;
+        }
+    };
+    assert_eq!(last.status, ExecutionStatus::Succeeded, "{last:?}");
+    assert_eq!(output, "got go\n");
+}
+
+/// A producer of before the header (a plain request) still gets `Accepted` at once.
+#[tokio::test]
+async fn a_plain_request_still_gets_accepted() {
+    let server = NatsServer::start();
+    let _worker = Worker::start(&server, None).await;
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let mut results = client.subscribe("cmdr.results.raw.old-1").await.unwrap();
+    client.flush().await.unwrap();
+    let body = json!({"command_id":"old-1","commandType":"BASH_EXEC","command":"echo hi"});
+    let reply = client
+        .request("cmdr.commands.raw.BASH_EXEC", body.to_string().into())
+        .await
+        .unwrap();
+    assert!(result_in(&reply).is_none());
+    let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
+    assert_eq!(accepted.command_id, "old-1");
+    assert!(accepted.worker.is_some());
+    let last = terminal_on(&mut results).await;
+    assert_eq!(last.status, ExecutionStatus::Succeeded);
+}
+
+/// A worker of before the header: answers `Accepted` (without its id, as the oldest did)
+/// and publishes every result on the results subject.
+async fn old_worker(server: &NatsServer) -> tokio::task::JoinHandle<Option<String>> {
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let mut commands = client
+        .queue_subscribe("cmdr.commands.>", "cmdr-workers".to_owned())
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    tokio::spawn(async move {
+        let message = commands.next().await?;
+        let asked = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(REPLY_HEADER))
+            .map(|v| v.as_str().to_owned());
+        let command: serde_json::Value = serde_json::from_slice(&message.payload).ok()?;
+        let id = command["command_id"].as_str()?.to_owned();
+        let producer = message.subject.split('.').nth(2)?.to_owned();
+        let accepted = json!({"command_id": id});
+        client
+            .publish(message.reply?, accepted.to_string().into())
+            .await
+            .ok()?;
+        let subject = format!("cmdr.results.{producer}.{id}");
+        for (status, data) in [("RUNNING", "one "), ("SUCCEEDED", "two")] {
+            let result = json!({"command_id": id, "commandType": "BASH_EXEC", "status": status,
+                "message": "", "resultData": data});
+            client
+                .publish(subject.clone(), result.to_string().into())
+                .await
+                .ok()?;
+        }
+        client.flush().await.ok()?;
+        asked
+    })
+}
+
+/// A producer asking for the result in the reply takes an old worker's `Accepted` and
+/// reads the results from the results subject, in order.
+#[tokio::test]
+async fn a_producer_takes_an_old_workers_accepted() {
+    let server = NatsServer::start();
+    let worker = old_worker(&server).await;
+    let producer = producer(&server).await;
+    let command =
+        cmdr_executors::decode_command(r#"{"commandType":"BASH_EXEC","command":"x"}"#).unwrap();
+    let messages = collect(producer.submit(command).await.unwrap()).await;
+    assert_eq!(data(&messages), "one two");
+    assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded);
+    let asked = tokio::time::timeout(PATIENCE, worker)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(asked.as_deref(), Some(REPLY_RESULT), "the producer asks");
+}
+
+/// Through a producer, a command whose output comes before and after `submit` returned
+/// (its reply, then, an `Accepted`) streams it all, in order, with one terminal.
+#[tokio::test]
+async fn results_after_the_reply_follow_it_in_order() {
+    let server = NatsServer::start();
+    let _worker = Worker::start(&server, None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("gate");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let producer = producer(&server).await;
+    let script = format!("echo one; read x < '{}'; echo $x", fifo.display());
+    let command = cmdr_executors::decode_command(
+        &json!({"commandType":"BASH_EXEC","command":script}).to_string(),
+    )
+    .unwrap();
+    let stream = producer.submit(command).await.unwrap();
+    tokio::task::spawn_blocking(move || std::fs::write(fifo, "two\n"))
+        .await
+        .unwrap()
+        .unwrap();
+    let messages = collect(stream).await;
+    assert_eq!(data(&messages), "one\ntwo\n");
+    assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded);
+}
