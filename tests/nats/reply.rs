@@ -76,13 +76,7 @@ async fn a_worker_replies_with_the_terminal_once() {
 async fn a_command_without_a_result_yet_is_answered_accepted() {
     let server = NatsServer::start();
     let _worker = Worker::start(&server, None).await;
-    let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("gate");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let (_dir, fifo) = gate();
     let client = async_nats::connect(server.url()).await.unwrap();
     let mut results = client.subscribe("cmdr.results.raw.slow-1").await.unwrap();
     client.flush().await.unwrap();
@@ -204,13 +198,7 @@ async fn a_producer_takes_an_old_workers_accepted() {
 async fn results_after_the_reply_follow_it_in_order() {
     let server = NatsServer::start();
     let _worker = Worker::start(&server, None).await;
-    let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("gate");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let (_dir, fifo) = gate();
     let producer = producer(&server).await;
     let script = format!("echo one; read x < '{}'; echo $x", fifo.display());
     let command = cmdr_executors::decode_command(
@@ -225,4 +213,17 @@ async fn results_after_the_reply_follow_it_in_order() {
     let messages = collect(stream).await;
     assert_eq!(data(&messages), "one\ntwo\n");
     assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded);
+}
+
+/// A FIFO in a new temporary directory (kept alive by the returned guard): a command that
+/// reads it waits until the test writes it.
+fn gate() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("gate");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    (dir, fifo)
 }

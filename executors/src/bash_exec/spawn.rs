@@ -695,6 +695,27 @@ mod tests {
         }
     }
 
+    /// Linux kills a child cloned into a cgroup that had `cgroup.kill` written: the spawn
+    /// notices (no "alive" word) and starts the shell again, moving itself in.
+    #[tokio::test]
+    async fn a_shell_cloned_into_a_killed_cgroup_is_started_again_and_moves_itself_in() {
+        let tree = Tree::new(true);
+        if tree.cgroup().is_none() {
+            eprintln!("no writable cgroup v2 here: nothing to check");
+            return;
+        }
+        tree.signal(nix::sys::signal::Signal::SIGKILL);
+        let mut spawned = spawn(sh("cat /proc/$$/cgroup", &tree, None)).unwrap();
+        let status = spawned.child.wait().await.unwrap();
+        let mut text = String::new();
+        let stdout = spawned.stdout.take().unwrap();
+        std::io::Read::read_to_string(&mut std::fs::File::from(stdout), &mut text).unwrap();
+        assert!(status.success(), "{status:?}: {text}");
+        let own = format!("/cmdr-{}/c", std::process::id());
+        assert!(text.contains(&own), "{text}");
+        tree.release();
+    }
+
     #[tokio::test]
     async fn failures_before_execve_are_reported_with_their_cause() {
         let tree = Tree::new(false);
