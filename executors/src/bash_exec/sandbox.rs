@@ -4,8 +4,8 @@
 //! Landlock restricts a thread and every process it starts afterwards. So a few dedicated
 //! threads (one per core, 2 to 8) restrict themselves once, at start-up, and perform
 //! every `BASH_EXEC` spawn; the rest of cmdr (its database, its own files) is unaffected,
-//! and spawning keeps std's fast `posix_spawn` path (a `pre_exec` hook would force a full
-//! `fork`). A spawn costs one hand-off to such a thread and back; several spawn at once.
+//! and spawning keeps its fast path (the child shares memory until `execve`, see
+//! `spawn`). A spawn costs one hand-off to such a thread and back; several spawn at once.
 //!
 //! Where the kernel lacks Landlock (or some of its write rights), [`SandboxStatus`] says
 //! so plainly; cmdr reports it at start-up and in `/health`, and never claims more than

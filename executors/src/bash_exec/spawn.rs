@@ -10,9 +10,10 @@
 //!
 //! std and tokio spawn with `posix_spawn` or `fork`, neither of which can name a cgroup, so
 //! shells are spawned here: everything the child needs is prepared first (C strings,
-//! pointer arrays, descriptors); the child, a copy of this process with one thread, only
-//! makes system calls (signal dispositions, process group, stdio, directory, `execve`) and
-//! reports a failure's `errno` through a close-on-exec pipe, the way std does. Where
+//! pointer arrays, descriptors); the child (sharing cmdr's memory until `execve` on
+//! x86-64, like `posix_spawn`; a one-thread copy elsewhere) only makes system calls
+//! (signal dispositions, process group, stdio, directory, `execve`) and reports a
+//! failure's `errno` through a close-on-exec pipe, the way std does. Where
 //! `clone3` or `CLONE_INTO_CGROUP` is missing (kernels before 5.7, seccomp profiles that
 //! refuse `clone3`), the child is forked and moves itself into the cgroup before `execve`.
 
@@ -397,9 +398,10 @@ struct ChildSetup<'a> {
 impl ChildSetup<'_> {
     /// The child's whole life before `execve`: only system calls, no allocation, no locks.
     fn run(&self) -> ! {
-        // SAFETY: called only in the new child, a single-threaded copy of cmdr; every call
-        // is async-signal-safe and every pointer was prepared (and NUL-terminated) before
-        // the clone.
+        // SAFETY: called only in the new child (one thread; sharing cmdr's memory while the
+        // parent thread waits, or a copy of it): every call is async-signal-safe, nothing
+        // is allocated or written but locals, and every pointer was prepared (and
+        // NUL-terminated) before the clone.
         unsafe {
             let failed = |stage: i32| self.fail(stage);
             // First: proof that it lived to run (see `Outcome::Vanished`).
@@ -635,9 +637,19 @@ mod tests {
         }
     }
 
-    /// Runs `spec` through `start` as given (`into`: clone into the cgroup, or not: the
-    /// child moves itself in); returns its stdout and exit status.
-    async fn output(spec: ShellSpec, into: bool) -> (String, std::process::ExitStatus) {
+    /// How a test starts its child.
+    #[derive(Debug, Clone, Copy)]
+    enum How {
+        /// `clone3` into the cgroup.
+        Into,
+        /// `clone3`, the child moving itself in.
+        MoveIn,
+        /// `fork` (kernels or sandboxes without `clone3`), the child moving itself in.
+        Fork,
+    }
+
+    /// Runs `spec` started `how`; returns its stdout and exit status.
+    async fn output(spec: ShellSpec, how: How) -> (String, std::process::ExitStatus) {
         let cgroup = spec.cgroup;
         let program = resolve(&spec.program, &spec.env).unwrap();
         let argv = c_strings(
@@ -663,7 +675,15 @@ mod tests {
             procs: None,
             report: report_write.as_raw_fd(),
         };
-        let (pid, pidfd) = start(&setup, cgroup.filter(|_| into), cgroup).unwrap();
+        let (pid, pidfd) = match how {
+            How::Into => start(&setup, cgroup, cgroup),
+            How::MoveIn => start(&setup, None, cgroup),
+            How::Fork => fork(&ChildSetup {
+                procs: cgroup.map(|fds| fds.procs),
+                ..setup
+            }),
+        }
+        .unwrap();
         drop((report_write, out_write));
         let mut child = ShellChild::new(pid, pidfd);
         assert!(matches!(
@@ -676,8 +696,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_shell_is_in_its_cgroup_from_birth_or_moves_itself_in_before_execve() {
-        for into in [true, false] {
+    async fn a_shell_is_in_its_cgroup_from_birth_or_moves_itself_in_before_execve_even_forked() {
+        for how in [How::Into, How::MoveIn, How::Fork] {
             let tree = Tree::new(true);
             let Some(_) = tree.cgroup() else {
                 eprintln!("no writable cgroup v2 here: nothing to check");
@@ -685,12 +705,12 @@ mod tests {
             };
             let (text, status) = output(
                 sh("cat /proc/$$/cgroup; ps -o pgid= -p $$", &tree, None),
-                into,
+                how,
             )
             .await;
             assert!(status.success(), "{status:?}: {text}");
             let own = format!("/cmdr-{}/c", std::process::id());
-            assert!(text.contains(&own), "into={into}: {text}");
+            assert!(text.contains(&own), "{how:?}: {text}");
             tree.release();
         }
     }
@@ -749,7 +769,7 @@ mod tests {
             ],
             ..sh("", &tree, None)
         };
-        let (text, status) = output(status_lines, false).await;
+        let (text, status) = output(status_lines, How::MoveIn).await;
         assert!(status.success(), "{status:?}: {text}");
         assert!(text.contains("SigBlk:\t0000000000000000"), "{text}");
         // SIGPIPE is not left ignored, as Rust leaves it in cmdr itself.
@@ -767,7 +787,7 @@ mod tests {
             ],
             ..sh("echo X=$X", &tree, None)
         };
-        let (text, _) = output(twice, false).await;
+        let (text, _) = output(twice, How::MoveIn).await;
         assert_eq!(text, "X=last\n");
     }
 }
