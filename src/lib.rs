@@ -22,6 +22,7 @@
 //! - [`server`]: the state `cmdr serve` and `cmdr mcp` share (registry, service, inputs).
 //! - [`service`]: the agent service every transport calls: discovery, checks, locks, runs.
 //! - [`cli`]: the `cmdr` command line (`cmdr exec` …), one file per subcommand.
+//! - [`json_escape`]: JSON string escaping of large output chunks, as `serde_json` does it.
 //! - [`json_lines`]: reading commands as JSON Lines (or pretty-printed objects) from a
 //!   stream, one malformed line never hiding the next.
 //! - [`store`]: persistent conversations and turns ([`store::Store`], SQLite by default).
@@ -38,6 +39,7 @@ pub mod agents;
 pub mod app;
 pub mod cli;
 pub mod http;
+pub mod json_escape;
 pub mod json_lines;
 pub mod llm;
 pub mod mcp;

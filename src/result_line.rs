@@ -3,8 +3,8 @@
 //! `serde_json` escapes a string one byte at a time through a lookup table; for a 64 KiB
 //! output chunk that loop was the largest single cost of `cmdr exec` printing output
 //! (BENCHMARKS.md, issue 19). Here a chunk's `resultData` is escaped with SIMD (16 or 32
-//! bytes at a time) straight into the line's buffer, and spliced into what `serde_json`
-//! writes for the rest of the result. The bytes are exactly
+//! bytes at a time, [`crate::json_escape`]) straight into the line's buffer, and spliced
+//! into what `serde_json` writes for the rest of the result. The bytes are exactly
 //! `serde_json`'s: the same escapes (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other
 //! control characters as `\u00xx`), nothing else escaped.
 
@@ -48,10 +48,10 @@ pub fn encode(result: &mut OutputResult, out: &mut Vec<u8>) -> serde_json::Resul
 }
 
 /// Appends `text` to `out` as a JSON string (with its quotes), byte for byte as
-/// `serde_json` writes it (`json-escape-simd`: sonic-rs's SIMD kernel; the tests below hold
-/// it to serde_json for every byte class).
+/// `serde_json` writes it ([`crate::json_escape`]; the tests below hold it to serde_json
+/// for every byte class).
 pub fn escape_str(text: &str, out: &mut Vec<u8>) {
-    json_escape_simd::escape_into(text, out);
+    crate::json_escape::escape_into(text, out);
 }
 
 #[cfg(test)]

@@ -36,14 +36,21 @@ impl Utf8Decoder {
     }
 
     /// [`Utf8Decoder::decode`] taking the bytes out of `buf` (left empty): when `out` is
-    /// empty and nothing is held back, valid bytes move into `out` without being copied
+    /// empty, valid bytes move into `out` without being copied
     /// (`buf` gets `out`'s old allocation; the caller gives it capacity again before its
     /// next read). A read of process output then reaches the result as it was read.
+    ///
+    /// A character held back from the previous read is put in front of this one (a memmove
+    /// of the read, far cheaper than copying and re-validating it), so a read after a split
+    /// character moves too.
     pub fn decode_from(&mut self, buf: &mut Vec<u8>, out: &mut String) {
-        if !(out.is_empty() && self.carry.is_empty()) {
+        if !out.is_empty() {
             self.decode(buf, out);
             buf.clear();
             return;
+        }
+        if !self.carry.is_empty() {
+            buf.splice(0..0, self.carry.drain(..));
         }
         let spare = std::mem::take(out).into_bytes();
         let bytes = std::mem::replace(buf, spare);
@@ -69,14 +76,14 @@ impl Utf8Decoder {
 
     fn decode_slice(&mut self, mut rest: &[u8], out: &mut String) {
         loop {
-            match std::str::from_utf8(rest) {
+            match simdutf8::compat::from_utf8(rest) {
                 Ok(text) => {
                     out.push_str(text);
                     return;
                 }
                 Err(e) => {
                     let (valid, after) = rest.split_at(e.valid_up_to());
-                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                    out.push_str(simdutf8::basic::from_utf8(valid).unwrap_or_default());
                     match e.error_len() {
                         Some(bad) => {
                             out.push(char::REPLACEMENT_CHARACTER);
@@ -145,6 +152,26 @@ mod tests {
         ];
         for chunks in cases {
             assert_eq!(decode_moved(chunks), decode_chunks(chunks), "{chunks:?}");
+        }
+    }
+
+    #[test]
+    fn a_read_after_a_split_character_moves_and_equals_lossy_decoding_of_the_whole() {
+        // Text dense with multi-byte characters and some invalid bytes, cut at every
+        // few positions: each cut may split a character that the next read completes
+        // (or, for the invalid bytes, does not).
+        let mut text = Vec::new();
+        for i in 0..400u32 {
+            text.extend_from_slice(format!("{i} é€😀 ").as_bytes());
+            if i % 37 == 0 {
+                text.extend_from_slice(b"\xE2\x82 \xFF");
+            }
+        }
+        for step in [1, 2, 3, 5, 7, 64, 1000] {
+            let chunks: Vec<&[u8]> = text.chunks(step).collect();
+            let expected = String::from_utf8_lossy(&text);
+            assert_eq!(decode_moved(&chunks), expected, "reads of {step} bytes");
+            assert_eq!(decode_chunks(&chunks), expected, "reads of {step} bytes");
         }
     }
 
