@@ -12,6 +12,10 @@
 //! Prints a Markdown table on stdout (progress on stderr). Exits with status 1 when a
 //! check failed (a side's commands differ from the regex's).
 
+/// The allocator of the `cmdr` binary (src/main.rs), so in-process figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[allow(dead_code)]
 #[path = "support/harness.rs"]
 mod harness;

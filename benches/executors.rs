@@ -12,6 +12,10 @@
 //! result check failed (wrong output, a reference tool failing); a cmdr command that
 //! reports `FAILED` only shows as "engine error" in its row.
 
+/// The allocator of the `cmdr` binary (src/main.rs), so in-process figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "support/bash.rs"]
 mod bash;
 #[path = "support/confine.rs"]

@@ -14,6 +14,10 @@
 //! failed (a stream not ending with exactly one `SUCCEEDED`, a wrong reply, a command
 //! run twice or lost).
 
+/// The allocator of the `cmdr` binary (src/main.rs), so in-process figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[allow(dead_code)]
 #[path = "support/harness.rs"]
 mod harness;

@@ -12,6 +12,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+/// The allocator of the `cmdr` binary (src/main.rs), so in-process figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::time::{Duration, Instant};
 
 use cmdr::nats::connect::NatsConnect;

@@ -18,6 +18,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+/// The allocator of the `cmdr` binary (src/main.rs), so in-process figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use cmdr_test_support::fake_llm;
 
 use std::net::SocketAddr;

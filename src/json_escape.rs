@@ -292,6 +292,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cmdr_test_support::rng::Rng;
 
     fn serde(text: &str) -> Vec<u8> {
         serde_json::to_vec(text).expect("a string serialises")
@@ -338,18 +339,6 @@ mod tests {
         }
     }
 
-    /// A small deterministic generator (xorshift64*), so a failure reproduces.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-    }
-
     #[test]
     fn random_text_dense_with_escapes_matches_serde_json() {
         let alphabet: Vec<char> = "\"\\\n\t\r\u{8}\u{c}\u{0}\u{1f}\u{7f} aZ~é€😀\u{2028}"
@@ -357,11 +346,11 @@ mod tests {
             .collect();
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         for round in 0..3000 {
-            let len = (rng.next() % 400) as usize;
-            let dense = rng.next() % 4;
+            let len = (rng.next_u64() % 400) as usize;
+            let dense = rng.next_u64() % 4;
             let text: String = (0..len)
                 .map(|_| {
-                    let r = rng.next();
+                    let r = rng.next_u64();
                     if r % 4 < dense {
                         alphabet[(r >> 8) as usize % alphabet.len()]
                     } else {

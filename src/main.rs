@@ -6,6 +6,12 @@ use std::time::Duration;
 
 use clap::Parser;
 
+/// mimalloc rather than glibc's malloc: a command's buffers and messages are allocated on
+/// one thread and freed on another, which glibc serialises on its arena locks (with its
+/// consolidation, ~24 % of the NATS throughput bench's CPU; BENCHMARKS.md, issue 19).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// How long to wait at exit for blocking threads (a terminal prompt nobody answered).
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 

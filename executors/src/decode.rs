@@ -114,14 +114,13 @@ pub fn decode_command(json: &str) -> Result<Command, DecodeFailure> {
 /// Like [`decode_command`], for raw bytes (e.g. a NATS payload).
 pub fn decode_command_slice(json: &[u8]) -> Result<Command, DecodeFailure> {
     let probe = probe(json)?;
-    let command_id = probe
-        .command_id
-        .as_ref()
-        .and_then(|v| v.as_str())
-        .map(str::to_owned);
-    let type_text = match &probe.command_type {
+    let command_id = match probe.command_id {
+        Some(serde_json::Value::String(id)) => Some(id),
+        _ => None,
+    };
+    let type_text = match probe.command_type {
         None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::String(s)) => Some(s),
         Some(other) => Some(other.to_string()),
     };
     let fail = |error| DecodeFailure {
@@ -184,6 +183,11 @@ fn decode_as(command_type: CommandType, json: &[u8]) -> Result<Command, DecodeEr
 }
 
 fn typed<T: DeserializeOwned>(json: &[u8]) -> Result<T, DecodeError> {
+    // Nearly every command is valid: decode it without tracking the path (which costs a
+    // wrapper per value); only a failure is decoded again, for an error naming its field.
+    if let Ok(value) = serde_json::from_slice(json) {
+        return Ok(value);
+    }
     let de = &mut serde_json::Deserializer::from_slice(json);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();

@@ -1,6 +1,7 @@
 //! What cmdr's test binaries share: the fake OpenAI-compatible LLM, a real `nats-server`
 //! per test, an in-process HTTP server over a temp world, a `cmdr serve` process, hand-made
-//! JSON-RPC for MCP, the result-stream checks, and how long a test waits.
+//! JSON-RPC for MCP, the result-stream checks, a deterministic random generator, and how
+//! long a test waits.
 //!
 //! A dev-only workspace member (`publish = false`): the test binaries of `cmdr` and of
 //! `cmdr-executors` depend on it instead of including files by `#[path]`.
@@ -19,6 +20,7 @@ pub mod mcp_rpc;
 pub mod nats_cluster;
 pub mod nats_server;
 pub mod results;
+pub mod rng;
 pub mod serve;
 
 use std::path::PathBuf;

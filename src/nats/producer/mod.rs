@@ -133,16 +133,21 @@ fn nats_error(e: impl std::fmt::Display) -> ProducerError {
     ProducerError::Nats(e.to_string())
 }
 
-/// A producer: cheap to clone.
+/// A producer: cheap to clone (one shared reference: every command's stream holds one).
 #[derive(Clone)]
 pub struct Producer {
+    inner: Arc<Inner>,
+}
+
+/// What a producer and its clones share.
+#[derive(Clone)]
+struct Inner {
     client: Client,
     /// This producer's id: the token its commands' subjects carry (docs/nats.md,
     /// "Permissions").
     id: Arc<str>,
     /// Durable mode: commands go through JetStream, results are read from `CMDR_RESULTS`.
-    /// (Behind an `Arc`, as is `ids`: both are large, and a producer is cloned into every
-    /// stream and moved with every submission's future.)
+    /// (Behind an `Arc`, as is `ids`: both are large.)
     js: Option<Arc<jetstream::Context>>,
     /// Durable mode: what command each recent id named (`CMDR_IDS`).
     ids: Option<Arc<jetstream::stream::Stream>>,
@@ -164,7 +169,7 @@ impl Producer {
     pub fn new(client: Client) -> Self {
         let id: Arc<str> = Arc::from(uuid::Uuid::new_v4().simple().to_string());
         let demux = Demux::new(client.clone(), id.clone(), DEFAULT_RESULT_BUFFER);
-        Self {
+        let inner = Inner {
             client: client.clone(),
             id,
             js: None,
@@ -175,7 +180,15 @@ impl Producer {
             resolving: Arc::default(),
             demux: Arc::new(demux),
             monitor: Arc::new(Monitor::new(client.clone())),
+        };
+        Self {
+            inner: Arc::new(inner),
         }
+    }
+
+    /// The shared parts, to set up (copied first if a clone shares them).
+    fn inner_mut(&mut self) -> &mut Inner {
+        Arc::make_mut(&mut self.inner)
     }
 
     /// A durable-mode producer: commands are stored in `CMDR_COMMANDS` (de-duplicated by
@@ -194,11 +207,11 @@ impl Producer {
         let js = jetstream::new(client.clone());
         ensure_streams(&js, settings).await.map_err(nats_error)?;
         let ids = ensure_ids(&js, settings).await.map_err(nats_error)?;
-        Ok(Self {
-            js: Some(Arc::new(js)),
-            ids: Some(Arc::new(ids)),
-            ..Self::new(client)
-        })
+        let mut producer = Self::new(client);
+        let inner = producer.inner_mut();
+        inner.js = Some(Arc::new(js));
+        inner.ids = Some(Arc::new(ids));
+        Ok(producer)
     }
 
     /// This producer's subjects carry `id` (a subject token: no `.`, `*`, `>` or spaces),
@@ -208,9 +221,10 @@ impl Producer {
         if !subjects::is_valid_id(id) {
             return Err(ProducerError::InvalidId(id.to_owned()));
         }
-        self.id = Arc::from(id);
-        let limit = self.demux.limit();
-        self.demux = Arc::new(Demux::new(self.client.clone(), self.id.clone(), limit));
+        let inner = self.inner_mut();
+        inner.id = Arc::from(id);
+        let limit = inner.demux.limit();
+        inner.demux = Arc::new(Demux::new(inner.client.clone(), inner.id.clone(), limit));
         Ok(self)
     }
 
@@ -219,18 +233,19 @@ impl Producer {
     /// read more slowly than its command writes ends with `RESULTS_LOST` once past it, and
     /// its command is cancelled: the other commands' results never wait for it.
     pub fn with_result_buffer(mut self, bytes: usize) -> Self {
-        self.demux = Arc::new(Demux::new(self.client.clone(), self.id.clone(), bytes));
+        let inner = self.inner_mut();
+        inner.demux = Arc::new(Demux::new(inner.client.clone(), inner.id.clone(), bytes));
         self
     }
 
     /// This producer's id.
     pub fn id(&self) -> &str {
-        &self.id
+        &self.inner.id
     }
 
     /// Questions are answered by `broker` (e.g. the terminal) as they arrive.
     pub fn with_input_broker(mut self, broker: Arc<dyn InputBroker>) -> Self {
-        self.broker = Some(broker);
+        self.inner_mut().broker = Some(broker);
         self
     }
 
@@ -257,14 +272,14 @@ impl Producer {
     ) -> Result<RemoteStream, ProducerError> {
         let (results, inbox) = self.listen(&id).await?;
         let payload = serde_json::to_vec(&command).map_err(nats_error)?;
-        let subject = subjects::command(&self.id, command.command_type().as_str());
+        let subject = subjects::command(&self.inner.id, command.command_type().as_str());
         // The id of this producer's command among every producer's (de-duplication).
-        let scoped = subjects::scoped(&self.id, &id);
-        let (watch, first) = match &self.js {
+        let scoped = subjects::scoped(&self.inner.id, &id);
+        let (watch, first) = match &self.inner.js {
             // Boxed: JetStream's futures are large, and would make every submission's
             // future (moved several times per command) as large.
             Some(js) => {
-                if let Some(ids) = &self.ids {
+                if let Some(ids) = &self.inner.ids {
                     Box::pin(claim_id(js, ids, &scoped, &payload)).await?;
                 }
                 Box::pin(publish_durably(js, subject, &scoped, payload)).await?;
@@ -276,7 +291,7 @@ impl Producer {
                 let taken = self.request_core(subject, payload, wants_result).await?;
                 let ended = taken.ended();
                 let watch = match taken.worker {
-                    Some(worker) if !ended => Some(self.monitor.watch(&worker, scoped)),
+                    Some(worker) if !ended => Some(self.inner.monitor.watch(&worker, scoped)),
                     _ => None,
                 };
                 (watch, taken.first)
@@ -296,18 +311,27 @@ impl Producer {
         target: Target,
     ) -> Result<RemoteStream, ProducerError> {
         let id = command.command_id().to_owned();
-        let (results, inbox) = match &self.js {
-            None => (Results::Demuxed, self.demux.register(&id, true).await?),
+        let (results, inbox) = match &self.inner.js {
+            None => (
+                Results::Demuxed,
+                self.inner.demux.register(&id, true).await?,
+            ),
             // Durable mode subscribes to core results only for these rare commands (its
             // pool's results come from JetStream: a wildcard would receive them twice).
             Some(_) => (
-                Results::Core(self.subscribe(subjects::results(&self.id, &id)).await?),
-                self.demux.register(&id, false).await?,
+                Results::Core(
+                    self.subscribe(subjects::results(&self.inner.id, &id))
+                        .await?,
+                ),
+                self.inner.demux.register(&id, false).await?,
             ),
         };
         let payload = serde_json::to_vec(&command).map_err(nats_error)?;
-        let subject =
-            subjects::worker_command(&target.worker, &self.id, command.command_type().as_str());
+        let subject = subjects::worker_command(
+            &target.worker,
+            &self.inner.id,
+            command.command_type().as_str(),
+        );
         match self.request_core(subject, payload, false).await {
             Ok(_) => {}
             Err(ProducerError::NoWorkers(_)) => {
@@ -316,8 +340,8 @@ impl Producer {
             }
             Err(e) => return Err(e),
         }
-        let scoped = subjects::scoped(&self.id, &id);
-        let watch = self.monitor.watch(&target.worker, scoped);
+        let scoped = subjects::scoped(&self.inner.id, &id);
+        let watch = self.inner.monitor.watch(&target.worker, scoped);
         Ok(self.stream(
             &command,
             id,
@@ -334,9 +358,9 @@ impl Producer {
         command: Command,
         id: String,
     ) -> Result<RemoteStream, ProducerError> {
-        let workers = fanout::discover(&self.client, &self.id).await?;
+        let workers = fanout::discover(&self.inner.client, &self.inner.id).await?;
         if workers.is_empty() {
-            return Err(ProducerError::NoWorkers(subjects::workers(&self.id)));
+            return Err(ProducerError::NoWorkers(subjects::workers(&self.inner.id)));
         }
         let (tx, rx) = mpsc::channel(1);
         let (producer, part, list_id) = (self.clone(), command.clone(), id.clone());
@@ -397,12 +421,12 @@ impl Producer {
     /// demultiplexer (core mode) or a follower over `CMDR_RESULTS` from the start,
     /// resuming through outages (durable).
     async fn listen(&self, id: &str) -> Result<(Results, Registration), ProducerError> {
-        match &self.js {
-            None => Ok((Results::Demuxed, self.demux.register(id, true).await?)),
+        match &self.inner.js {
+            None => Ok((Results::Demuxed, self.inner.demux.register(id, true).await?)),
             Some(js) => {
-                let inbox = self.demux.register(id, false).await?;
+                let inbox = self.inner.demux.register(id, false).await?;
                 Ok((
-                    Results::Channel(follow(jetstream::Context::clone(js), &self.id, id)),
+                    Results::Channel(follow(jetstream::Context::clone(js), &self.inner.id, id)),
                     inbox,
                 ))
             }
@@ -431,7 +455,12 @@ impl Producer {
             if wants_result {
                 request = request.headers(reply_headers());
             }
-            let accepted = match self.client.send_request(subject.clone(), request).await {
+            let accepted = match self
+                .inner
+                .client
+                .send_request(subject.clone(), request)
+                .await
+            {
                 Ok(reply) => {
                     if let Some(taken) = wants_result
                         .then(|| Taken::with_result(&reply.payload))
@@ -485,31 +514,40 @@ impl Producer {
 
     /// Cancels the command `command_id` wherever it runs.
     pub async fn cancel(&self, command_id: &str) -> Result<(), ProducerError> {
-        self.client
-            .publish(subjects::cancel(&self.id, command_id), bytes::Bytes::new())
+        self.inner
+            .client
+            .publish(
+                subjects::cancel(&self.inner.id, command_id),
+                bytes::Bytes::new(),
+            )
             .await
             .map_err(nats_error)?;
-        self.client.flush().await.map_err(nats_error)
+        self.inner.client.flush().await.map_err(nats_error)
     }
 
     /// Answers the question of `command_id`.
     pub async fn answer_input(&self, command_id: &str, value: String) -> Result<(), ProducerError> {
         let (_, reply) = self
+            .inner
             .questions
             .remove(command_id)
             .ok_or_else(|| ProducerError::NotWaiting(command_id.to_owned()))?;
-        answer(&self.client, reply, value).await
+        answer(&self.inner.client, reply, value).await
     }
 
     /// Sends everything buffered (cancels, answers) to the server.
     pub async fn flush(&self) {
-        if let Err(e) = self.client.flush().await {
+        if let Err(e) = self.inner.client.flush().await {
             tracing::warn!("flushing to NATS: {e}");
         }
     }
 
     async fn subscribe(&self, subject: String) -> Result<Subscriber, ProducerError> {
-        self.client.subscribe(subject).await.map_err(nats_error)
+        self.inner
+            .client
+            .subscribe(subject)
+            .await
+            .map_err(nats_error)
     }
 
     /// Records a question; with a broker, asks it and answers in the background.
@@ -521,11 +559,11 @@ impl Producer {
             tracing::warn!(command_id, "ignored a malformed input question");
             return;
         };
-        let Some(broker) = self.broker.clone() else {
-            self.questions.insert(command_id.to_owned(), reply);
+        let Some(broker) = self.inner.broker.clone() else {
+            self.inner.questions.insert(command_id.to_owned(), reply);
             return;
         };
-        let client = self.client.clone();
+        let client = self.inner.client.clone();
         tokio::spawn(async move {
             let request = InputRequest {
                 command_id: question.command_id,
@@ -799,7 +837,7 @@ impl Stream for RemoteStream {
 
 impl Drop for RemoteStream {
     fn drop(&mut self) {
-        self.producer.questions.remove(&self.command_id);
+        self.producer.inner.questions.remove(&self.command_id);
         if !self.done {
             self.cancel();
         }

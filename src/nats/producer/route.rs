@@ -97,28 +97,31 @@ impl Producer {
     /// The worker session `name` of this producer lives on: the one pinned, else the one
     /// discovery finds holding it, else a live worker picked at random (then pinned).
     async fn session_worker(&self, name: &str) -> Result<String, ProducerError> {
-        if let Some(worker) = self.sessions.get(name) {
+        if let Some(worker) = self.inner.sessions.get(name) {
             return Ok(worker.clone());
         }
         // One resolution at a time, so two first commands of a session meet on one worker.
-        let _resolving = self.resolving.lock().await;
-        if let Some(worker) = self.sessions.get(name) {
+        let _resolving = self.inner.resolving.lock().await;
+        if let Some(worker) = self.inner.sessions.get(name) {
             return Ok(worker.clone());
         }
-        let workers = discover(&self.client, &self.id).await?;
+        let workers = discover(&self.inner.client, &self.inner.id).await?;
         let holder = workers
             .iter()
             .find(|w| w.sessions.iter().any(|s| s == name))
             .or_else(|| pick(&workers))
-            .ok_or_else(|| ProducerError::NoWorkers(subjects::workers(&self.id)))?;
-        self.sessions.insert(name.to_owned(), holder.worker.clone());
+            .ok_or_else(|| ProducerError::NoWorkers(subjects::workers(&self.inner.id)))?;
+        self.inner
+            .sessions
+            .insert(name.to_owned(), holder.worker.clone());
         Ok(holder.worker.clone())
     }
 
     /// Forgets where `target`'s session was (its worker is gone).
     pub(super) fn forget(&self, target: &Target) {
         if let Holds::Session(name) = &target.holds {
-            self.sessions
+            self.inner
+                .sessions
                 .remove_if(name, |_, worker| *worker == target.worker);
         }
     }

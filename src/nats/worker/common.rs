@@ -3,7 +3,8 @@
 
 use async_nats::{Client, Message};
 use cmdr_executors::{
-    decode_command_slice, peek_command_id, Command, Registry, ResultStream, Scope, SubmitError,
+    decode_command_slice, peek_command_id, Command, OutputResult, Registry, ResultStream, Scope,
+    SubmitError,
 };
 use futures_util::StreamExt;
 
@@ -26,9 +27,13 @@ impl Runner {
     /// With a deferred `reply` (`reply`), the first result goes there if it is still
     /// untaken; else it is answered [`Accepted`] once the command is over.
     pub(super) async fn run(&self, message: &Message, scoped: &str, reply: Option<&Reply>) {
-        if let Some((scope, command)) =
-            decode_or_answer(&message.subject, &message.payload, &self.publisher).await
-        {
+        let decoded = decode(&message.subject, &message.payload);
+        self.run_decoded(decoded, scoped, reply).await;
+    }
+
+    /// [`Runner::run`] of a command already decoded (by the reader that received it).
+    pub(super) async fn run_decoded(&self, decoded: Decoded, scoped: &str, reply: Option<&Reply>) {
+        if let Some((scope, command)) = answer_undecodable(decoded, &self.publisher).await {
             let stream = start(&self.registry, scope, command).await;
             self.publisher.publish_replying(stream, reply).await;
         }
@@ -63,20 +68,42 @@ pub(super) async fn acknowledge(
     }
 }
 
+/// A command message, decoded.
+// `Run` is nearly every message: boxing it would allocate per command to save bytes only
+// in the rare others.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Decoded {
+    /// To run in this scope (its producer's); its id is scoped.
+    Run(Scope, Command),
+    /// Undecodable, with an id to answer under: this result (its id scoped) goes to the
+    /// command's results subject.
+    Answer(Box<OutputResult>),
+    /// Neither runnable nor answerable (no producer, no usable id): logged, dropped.
+    Dropped,
+}
+
+impl Decoded {
+    /// The command's id and scoped id, when it decoded.
+    pub(super) fn ids(&self) -> Option<(String, String)> {
+        let Decoded::Run(_, command) = self else {
+            return None;
+        };
+        let scoped = command.command_id();
+        let (_, id) = subjects::unscoped(scoped)?;
+        Some((id.to_owned(), scoped.to_owned()))
+    }
+}
+
 /// Decodes a command received on `subject` (`cmdr.commands.<producer>.<type>`, or a
 /// worker's own `cmdr.worker.<worker>.commands.<producer>.<type>`) and gives
-/// it its scoped id (`<producer>.<command_id>`); answers an undecodable one on its results
-/// subject when an id can be read (else logs it). With the command, the scope it runs in:
-/// its producer's (`nats:<producer>`, see [`crate::scopes::nats`]), so a producer sees
-/// only its own processes and sessions. `None` when there is nothing to run.
-pub(super) async fn decode_or_answer(
-    subject: &str,
-    payload: &[u8],
-    publisher: &Publisher,
-) -> Option<(Scope, Command)> {
+/// it its scoped id (`<producer>.<command_id>`), with the scope it runs in: its
+/// producer's (`nats:<producer>`, see [`crate::scopes::nats`]), so a producer sees only
+/// its own processes and sessions. An undecodable command is to be answered on its
+/// results subject when an id can be read (else it is logged and dropped).
+pub(super) fn decode(subject: &str, payload: &[u8]) -> Decoded {
     let Some(producer) = subjects::producer_of(subject) else {
         tracing::warn!(%subject, "dropped a command on a subject that names no producer");
-        return None;
+        return Decoded::Dropped;
     };
     let mut command = match decode_command_slice(payload) {
         Ok(command) => command,
@@ -84,13 +111,10 @@ pub(super) async fn decode_or_answer(
             let mut result = failure.to_result();
             if subjects::is_valid_id(&result.command_id) {
                 result.command_id = subjects::scoped(producer, &result.command_id);
-                publisher
-                    .publish_all(ResultStream::from_result(result))
-                    .await;
-            } else {
-                tracing::warn!("dropped a command with no usable id: {failure}");
+                return Decoded::Answer(Box::new(result));
             }
-            return None;
+            tracing::warn!("dropped a command with no usable id: {failure}");
+            return Decoded::Dropped;
         }
     };
     if !subjects::is_valid_id(command.command_id()) {
@@ -98,11 +122,35 @@ pub(super) async fn decode_or_answer(
             id = command.command_id(),
             "dropped a command whose id is not a subject token"
         );
-        return None;
+        return Decoded::Dropped;
     }
     let scoped = subjects::scoped(producer, command.command_id());
     *command.command_id_mut() = scoped;
-    Some((crate::scopes::nats(producer), command))
+    Decoded::Run(crate::scopes::nats(producer), command)
+}
+
+/// Publishes the answer of an undecodable command; the command to run, if it decoded.
+async fn answer_undecodable(decoded: Decoded, publisher: &Publisher) -> Option<(Scope, Command)> {
+    match decoded {
+        Decoded::Run(scope, command) => Some((scope, command)),
+        Decoded::Answer(result) => {
+            publisher
+                .publish_all(ResultStream::from_result(*result))
+                .await;
+            None
+        }
+        Decoded::Dropped => None,
+    }
+}
+
+/// [`decode`], answering an undecodable command at once; `None` when there is nothing
+/// to run.
+pub(super) async fn decode_or_answer(
+    subject: &str,
+    payload: &[u8],
+    publisher: &Publisher,
+) -> Option<(Scope, Command)> {
+    answer_undecodable(decode(subject, payload), publisher).await
 }
 
 /// The id of the command in `payload` received on `subject`, and its scoped id, as far as

@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use async_nats::{Client, Message};
+use async_nats::Client;
 use cmdr_executors::Registry;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, Semaphore};
@@ -15,16 +15,29 @@ use tokio_util::task::TaskTracker;
 
 use super::alive::Holding;
 use super::backlog::Backlog;
-use super::common::{acknowledge, ids_of, listen_for_cancels, Runner};
+use super::common::{acknowledge, decode, ids_of, listen_for_cancels, Decoded, Runner};
 use super::direct::Direct;
 use super::options::{WorkerError, WorkerOptions};
 use super::publish::Publisher;
 use super::reply::{wants_result, Deadlines, Reply};
 use crate::nats::subjects;
 
-/// An accepted command, its scoped id (held while it waits and runs), and its reply when
-/// deferred.
-type Queued = (Message, String, Option<Arc<Reply>>);
+/// An accepted command: decoded (once, by the reader), its size (counted in the backlog),
+/// its scoped id (held while it waits and runs), and its reply when deferred.
+struct Queued {
+    decoded: Decoded,
+    size: usize,
+    scoped: String,
+    reply: Option<Arc<Reply>>,
+}
+
+impl Queued {
+    /// Runs the command (see [`Runner::run_decoded`]).
+    async fn run(self, runner: &Runner) {
+        let reply = self.reply.as_deref();
+        runner.run_decoded(self.decoded, &self.scoped, reply).await;
+    }
+}
 
 /// Runs a core worker until `shutdown` resolves, then shuts down gracefully.
 pub(super) async fn run(
@@ -81,9 +94,9 @@ pub(super) async fn run(
     queued.close();
     // Running commands get the grace; every process of this worker is stopped.
     registry.shutdown(options.shutdown_grace).await;
-    while let Some((message, scoped, reply)) = queued.recv().await {
+    while let Some(queued) = queued.recv().await {
         // Accepted but never started: the registry refuses it now, and says so.
-        runner.run(&message, &scoped, reply.as_deref()).await;
+        queued.run(&runner).await;
     }
     tracker.close();
     tracker.wait().await;
@@ -110,8 +123,12 @@ async fn accept(
     deadlines: Arc<Deadlines>,
 ) {
     while let Some(message) = commands.next().await {
-        let admitted = backlog.try_admit(message.payload.len());
-        let (id, scoped) = ids_of(&message.subject, &message.payload);
+        let size = message.payload.len();
+        let admitted = backlog.try_admit(size);
+        let decoded = decode(&message.subject, &message.payload);
+        let (id, scoped) = decoded
+            .ids()
+            .unwrap_or_else(|| ids_of(&message.subject, &message.payload));
         if !admitted {
             acknowledge(&client, &message, id, holding.worker_id(), true).await;
             continue;
@@ -124,7 +141,13 @@ async fn accept(
                 None
             }
         };
-        if queue.send((message, scoped, reply)).is_err() {
+        let queued = Queued {
+            decoded,
+            size,
+            scoped,
+            reply,
+        };
+        if queue.send(queued).is_err() {
             return;
         }
     }
@@ -139,14 +162,16 @@ async fn dispatch(
     backlog: &Backlog,
 ) {
     let slots = Arc::new(Semaphore::new(jobs.max(1)));
-    while let Some((message, scoped, reply)) = queued.recv().await {
+    // Shared, not cloned per command: a clone is a NATS client's and a registry's handles.
+    let runner = Arc::new(runner);
+    while let Some(queued) = queued.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        backlog.release(message.payload.len());
+        backlog.release(queued.size);
         let runner = runner.clone();
         tracker.spawn(async move {
-            runner.run(&message, &scoped, reply.as_deref()).await;
+            queued.run(&runner).await;
             drop(slot);
         });
     }

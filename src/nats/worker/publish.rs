@@ -120,7 +120,7 @@ impl Publisher {
     /// (`false`: the result is still to be published).
     async fn reply_with(&self, reply: &Reply, result: &OutputResult) -> Result<bool, String> {
         if result.status.is_terminal() {
-            let max_payload = self.client.server_info().max_payload.max(64 * 1024);
+            let max_payload = self.client.max_payload().max(64 * 1024);
             let mut parts = chunk::encode(result, max_payload).map_err(|e| e.to_string())?;
             if let (Some(part), true) = (parts.pop(), parts.is_empty()) {
                 return reply.send_result(&self.client, part).await.map(|()| true);
@@ -154,7 +154,7 @@ impl Publisher {
         result: &OutputResult,
         msg_id: Option<&str>,
     ) -> Result<(), String> {
-        let max_payload = self.client.server_info().max_payload.max(64 * 1024);
+        let max_payload = self.client.max_payload().max(64 * 1024);
         let parts = chunk::encode(result, max_payload).map_err(|e| e.to_string())?;
         for (i, part) in parts.into_iter().enumerate() {
             match (&self.durable, msg_id) {
