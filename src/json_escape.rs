@@ -76,25 +76,30 @@ fn needs_escape(byte: u8) -> bool {
     byte < 0x20 || byte == b'"' || byte == b'\\'
 }
 
+/// Bytes escaped per reservation: the room reserved is 6× what is escaped (every byte may
+/// become `\u00xx`), so a huge text is escaped in pieces rather than reserving 6× its
+/// size up front. Escaping looks only at ASCII bytes, so a piece may end anywhere, even
+/// inside a multi-byte character.
+const PIECE: usize = 64 * 1024;
+
 /// Appends `text` to `out` as a JSON string (with its quotes), exactly as
 /// `serde_json::to_writer(out, text)` would.
 pub fn escape_into(text: &str, out: &mut Vec<u8>) {
-    let src = text.as_bytes();
-    // Every byte may become `\u00xx`; plus the quotes and what the stores overrun.
-    let room = src.len().saturating_mul(6).saturating_add(2 + SLACK);
-    out.reserve(room);
-    let start = out.len();
-    // SAFETY: `out` has `room` bytes of spare capacity from `start`; the body writes at
-    // most 6 bytes per input byte and overruns its end by at most SLACK - 2 bytes (see
-    // `body`), so every write stays inside the capacity. All of the first `1 + written + 1`
-    // bytes are initialised (written) before `set_len`.
-    unsafe {
-        let dst = out.as_mut_ptr().add(start);
-        dst.write(b'"');
-        let written = body(src, dst.add(1));
-        dst.add(1 + written).write(b'"');
-        out.set_len(start + written + 2);
+    out.push(b'"');
+    for piece in text.as_bytes().chunks(PIECE) {
+        // Every byte may become `\u00xx`; plus what the stores overrun.
+        out.reserve(piece.len() * 6 + SLACK);
+        let start = out.len();
+        // SAFETY: `out` has `piece.len() * 6 + SLACK` bytes of spare capacity from
+        // `start`; the body writes at most 6 bytes per input byte and overruns its end by
+        // at most SLACK - 2 bytes (see `body`), so every write stays inside the capacity;
+        // the `written` bytes it reports are initialised before `set_len`.
+        unsafe {
+            let written = body(piece, out.as_mut_ptr().add(start));
+            out.set_len(start + written);
+        }
     }
+    out.push(b'"');
 }
 
 /// Writes the escaped `src` at `dst`; returns its length.
@@ -368,6 +373,26 @@ mod tests {
         let out = ours(&text);
         assert_eq!(out.len(), 6 * 1000 + 2);
         assert_eq!(out, serde(&text));
+    }
+
+    #[test]
+    fn a_text_longer_than_a_piece_is_escaped_whole_and_reserves_about_what_it_needs() {
+        // Dense with escapes and multi-byte characters, so pieces end inside both.
+        let line = "é€ \"quoted\"\t\\ 😀\n";
+        let text = line.repeat(16 * PIECE / line.len() + 7);
+        assert_eq!(ours(&text), serde(&text));
+        let mut out = Vec::new();
+        escape_into(&text, &mut out);
+        // The buffer grows by doubling, from what was written plus one piece's room: not
+        // the 6× of the whole text that a single reservation would take.
+        let bound = 2 * (out.len() + 6 * PIECE + SLACK);
+        assert!(
+            out.capacity() <= bound && bound < 6 * text.len(),
+            "reserved {} for {} bytes escaped to {}",
+            out.capacity(),
+            text.len(),
+            out.len()
+        );
     }
 
     #[test]
