@@ -1,11 +1,14 @@
 //! Benchmark X3 (`startup`): one-shot `cmdr exec` of `BASH_EXEC true`, the whole process
 //! from spawn to exit (start-up, the command, shutdown), against `bash -c true` spawned
 //! the same way. The cmdr binary is the one Cargo built for this bench (release profile).
+//! Row X3c is the streamed form: the same command written again and again to one running
+//! `cmdr exec -` (each after the previous one's terminal line), per command.
 //!
 //! Both sides are spawned with `std::process::Command`, stdin null, stdout and stderr
 //! piped and read to their end; outside the timed part cmdr's output must be exactly one
 //! `SUCCEEDED` line with `"exitCode":0` and nothing on stderr, bash's nothing at all.
 
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -31,6 +34,21 @@ pub fn run(_rt: &Runtime, cfg: &Config) -> Result<Vec<Row>, Failure> {
     let spaced_runs = cfg.size(20, 5);
     let back_to_back = pair(cfg, runs, Duration::ZERO)?;
     let spaced = pair(cfg, spaced_runs, SPACED)?;
+    let unit = Unit::Commands(runs as f64);
+    let streamed = compare(
+        cfg.warmup,
+        cfg.samples,
+        vec![
+            Side::new("one `cmdr exec -`, commands on stdin", unit, || {
+                streamed(runs)
+            }),
+            Side::new("bash -c true", unit, || {
+                repeat(runs, Duration::ZERO, bash_true)
+            }),
+        ],
+    );
+    let streamed = <[_; 2]>::try_from(streamed)
+        .map_err(|_| crate::harness::check_failed("two timings expected"))?;
     Ok(vec![
         Row::new(
             "X3 `cmdr exec` BASH_EXEC `true`, whole process",
@@ -44,6 +62,12 @@ pub fn run(_rt: &Runtime, cfg: &Config) -> Result<Vec<Row>, Failure> {
             &spaced[0],
             &spaced[1],
             Goal::AtLeast(0.5),
+        ),
+        Row::new(
+            "X3c `BASH_EXEC true` streamed to one running `cmdr exec -`",
+            &streamed[0],
+            &streamed[1],
+            Goal::Info,
         ),
     ])
 }
@@ -109,6 +133,39 @@ fn cmdr_exec() -> Sample {
             && err.is_empty(),
         || format!("cmdr exec: stdout {out:?}, stderr {err:?}"),
     )?;
+    Ok(elapsed)
+}
+
+/// `runs` of [`COMMAND`] through one `cmdr exec -`, each written once the previous one's
+/// terminal line is read (every line must be a `SUCCEEDED` with exit code 0); times the
+/// commands, not the process's start or exit.
+fn streamed(runs: usize) -> Sample {
+    let mut child = Command::new(CMDR)
+        .args(["exec", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(crate::harness::check_failed("cmdr exec -: no pipes"));
+    };
+    let mut stdout = BufReader::new(stdout);
+    let mut line = String::new();
+    let started = Instant::now();
+    for _ in 0..runs {
+        writeln!(stdin, "{COMMAND}")?;
+        stdin.flush()?;
+        line.clear();
+        stdout.read_line(&mut line)?;
+        ensure(
+            line.contains(r#""status":"SUCCEEDED""#) && line.contains(r#""exitCode":0"#),
+            || format!("cmdr exec -: {line:?}"),
+        )?;
+    }
+    let elapsed = started.elapsed();
+    drop(stdin);
+    let status = child.wait()?;
+    ensure(status.success(), || format!("cmdr exec -: {status}"))?;
     Ok(elapsed)
 }
 
