@@ -28,27 +28,25 @@ const COMMAND: &str = r#"{"commandType":"BASH_EXEC","command":"true"}"#;
 /// some kernel costs (an RCU grace period for a cgroup move) are only paid after a pause.
 const SPACED: Duration = Duration::from_millis(100);
 
-/// Runs group X3: back to back (X3), and with a pause before each run (X3b).
+/// Runs group X3: back to back (X3), with a pause before each run (X3b), and streamed to
+/// one running `cmdr exec -` (X3c).
 pub fn run(_rt: &Runtime, cfg: &Config) -> Result<Vec<Row>, Failure> {
     let runs = cfg.size(100, 10);
     let spaced_runs = cfg.size(20, 5);
-    let back_to_back = pair(cfg, runs, Duration::ZERO)?;
-    let spaced = pair(cfg, spaced_runs, SPACED)?;
-    let unit = Unit::Commands(runs as f64);
-    let streamed = compare(
-        cfg.warmup,
-        cfg.samples,
-        vec![
-            Side::new("one `cmdr exec -`, commands on stdin", unit, || {
-                streamed(runs)
-            }),
-            Side::new("bash -c true", unit, || {
-                repeat(runs, Duration::ZERO, bash_true)
-            }),
-        ],
-    );
-    let streamed = <[_; 2]>::try_from(streamed)
-        .map_err(|_| crate::harness::check_failed("two timings expected"))?;
+    let one_shot = "cmdr exec BASH_EXEC true";
+    let back_to_back = versus_bash(cfg, one_shot, runs, Duration::ZERO, || {
+        repeat(runs, Duration::ZERO, cmdr_exec)
+    })?;
+    let spaced = versus_bash(cfg, one_shot, spaced_runs, SPACED, || {
+        repeat(spaced_runs, SPACED, cmdr_exec)
+    })?;
+    let streamed = versus_bash(
+        cfg,
+        "one `cmdr exec -`, commands on stdin",
+        runs,
+        Duration::ZERO,
+        || streamed(runs),
+    )?;
     Ok(vec![
         Row::new(
             "X3 `cmdr exec` BASH_EXEC `true`, whole process",
@@ -72,16 +70,21 @@ pub fn run(_rt: &Runtime, cfg: &Config) -> Result<Vec<Row>, Failure> {
     ])
 }
 
-/// cmdr and bash, `runs` runs a sample, each after `pause` (not timed).
-fn pair(cfg: &Config, runs: usize, pause: Duration) -> Result<[Timing; 2], Failure> {
+/// `cmdr` (a sample of `runs` commands) against `bash -c true` run `runs` times, each
+/// after `pause` (not timed).
+fn versus_bash(
+    cfg: &Config,
+    label: &str,
+    runs: usize,
+    pause: Duration,
+    cmdr: impl FnMut() -> Sample,
+) -> Result<[Timing; 2], Failure> {
     let unit = Unit::Commands(runs as f64);
     let timings = compare(
         cfg.warmup,
         cfg.samples,
         vec![
-            Side::new("cmdr exec BASH_EXEC true", unit, || {
-                repeat(runs, pause, cmdr_exec)
-            }),
+            Side::new(label, unit, cmdr),
             Side::new("bash -c true", unit, || repeat(runs, pause, bash_true)),
         ],
     );

@@ -124,15 +124,16 @@ async fn accept(
 ) {
     while let Some(message) = commands.next().await {
         let size = message.payload.len();
-        let admitted = backlog.try_admit(size);
+        if !backlog.try_admit(size) {
+            // Turned away: only its id is read (a flood past the backlog is not decoded).
+            let (id, _) = ids_of(&message.subject, &message.payload);
+            acknowledge(&client, &message, id, holding.worker_id(), true).await;
+            continue;
+        }
         let decoded = decode(&message.subject, &message.payload);
         let (id, scoped) = decoded
             .ids()
             .unwrap_or_else(|| ids_of(&message.subject, &message.payload));
-        if !admitted {
-            acknowledge(&client, &message, id, holding.worker_id(), true).await;
-            continue;
-        }
         holding.hold(&scoped);
         let reply = match (&message.reply, wants_result(&message)) {
             (Some(subject), true) => Some(deadlines.defer(subject.clone(), id)),
