@@ -33,7 +33,7 @@ pub struct ServiceOptions {
     pub db: Option<PathBuf>,
 }
 
-/// `cmdr agents …`
+/// List the agents of the agents folder.
 #[derive(Debug, clap::Args)]
 pub struct AgentsArgs {
     /// What to do.
@@ -51,7 +51,7 @@ pub enum AgentsAction {
     List,
 }
 
-/// `cmdr commands …`
+/// List and run agent commands (named multi-step prompt macros).
 #[derive(Debug, clap::Args)]
 pub struct CommandsArgs {
     /// What to do.
@@ -91,7 +91,7 @@ pub enum CommandsAction {
     },
 }
 
-/// `cmdr conversations …`
+/// List conversations and print their transcripts.
 #[derive(Debug, clap::Args)]
 pub struct ConversationsArgs {
     /// What to do.

@@ -45,7 +45,7 @@ Type a message and press Enter: the agent answers and runs the <shell> commands 
   /help   this list
 Ctrl-C stops the running turn; at the prompt, press it twice to quit.";
 
-/// Arguments of `cmdr chat`.
+/// Chat with the agent: it runs the `<shell>` commands it writes.
 #[derive(Debug, clap::Args)]
 pub struct ChatArgs {
     /// The directory commands start in (default: the current directory).

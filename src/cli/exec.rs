@@ -15,7 +15,7 @@ use super::runner::{self, CommandStream, RunOptions, Submitter};
 use super::EXIT_USAGE;
 use crate::tty_input::TtyInput;
 
-/// Arguments of `cmdr exec`.
+/// Run commands (one JSON object or JSON Lines) and print every result as JSON Lines.
 #[derive(Debug, clap::Args)]
 pub struct ExecArgs {
     /// A file of commands, `-` for stdin (the default), or one JSON command.

@@ -29,7 +29,7 @@ use crate::store::SqliteStore;
 /// How long in-flight runs get to stop and persist after SIGINT/SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// Arguments of `cmdr serve`.
+/// Serve the REST API, SSE streams and web UI (5010) and MCP over HTTP (5012).
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Address of the REST/SSE API and the web UI.
@@ -76,7 +76,7 @@ pub struct ServeArgs {
 /// Shortest token accepted when listening beyond loopback.
 pub const MIN_OPEN_TOKEN_LEN: usize = 16;
 
-/// Arguments of `cmdr mcp`.
+/// Serve MCP on stdin/stdout (logs on stderr).
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
     /// Run commands on the NATS worker pool at this URL (or comma-separated URLs of a

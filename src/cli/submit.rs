@@ -10,7 +10,7 @@ use super::{connect, EXIT_USAGE};
 use crate::nats::producer::{Producer, SubmitStream};
 use crate::tty_input::TtyInput;
 
-/// Arguments of `cmdr submit`.
+/// Send commands to the worker pool over NATS and print every result as JSON Lines.
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
     /// The NATS server.

@@ -11,7 +11,7 @@ use crate::nats::input::NatsInput;
 use crate::nats::subjects;
 use crate::nats::worker::{self, WorkerOptions, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES};
 
-/// Arguments of `cmdr worker`.
+/// Run commands from NATS (`cmdr.commands.>`) as part of a worker pool.
 #[derive(Debug, clap::Args)]
 pub struct WorkerArgs {
     /// The NATS server.

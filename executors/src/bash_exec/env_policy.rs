@@ -122,28 +122,43 @@ impl EnvPolicy {
     }
 }
 
-/// Whether `name` matches `pattern` (`*` matches any run of characters), ignoring case.
+/// Whether `name` matches `pattern` (`*` matches any run of characters), ignoring ASCII
+/// case. Compares bytes in place: it runs for every inherited variable against every
+/// pattern when a registry starts, which a one-shot `cmdr exec` pays for.
 pub fn matches(pattern: &str, name: &str) -> bool {
-    let (pattern, name) = (pattern.to_ascii_uppercase(), name.to_ascii_uppercase());
-    let mut parts = pattern.split('*');
+    let mut parts = pattern.as_bytes().split(|b| *b == b'*');
     let Some(first) = parts.next() else {
         return false;
     };
-    let Some(mut rest) = name.strip_prefix(first) else {
+    let name = name.as_bytes();
+    if !starts_with_ignoring_case(name, first) {
         return false;
-    };
-    let parts: Vec<&str> = parts.collect();
-    let Some((last, middle)) = parts.split_last() else {
+    }
+    let mut rest = &name[first.len()..];
+    let Some(last) = parts.next_back() else {
         // No '*': an exact match.
         return rest.is_empty();
     };
-    for part in middle {
-        match rest.find(part) {
+    for part in parts {
+        match find_ignoring_case(rest, part) {
             Some(at) => rest = &rest[at + part.len()..],
             None => return false,
         }
     }
-    rest.len() >= last.len() && rest.ends_with(last)
+    rest.len() >= last.len() && rest[rest.len() - last.len()..].eq_ignore_ascii_case(last)
+}
+
+fn starts_with_ignoring_case(text: &[u8], prefix: &[u8]) -> bool {
+    text.len() >= prefix.len() && text[..prefix.len()].eq_ignore_ascii_case(prefix)
+}
+
+/// Where `needle` first occurs in `text`, ignoring ASCII case.
+fn find_ignoring_case(text: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    text.windows(needle.len())
+        .position(|window| window.eq_ignore_ascii_case(needle))
 }
 
 #[cfg(test)]
@@ -172,6 +187,55 @@ mod tests {
         assert!(!matches("PATH", "PATHS"));
         assert!(matches("A*B*C", "AxxBxxC"));
         assert!(!matches("A*B*C", "AxxCxxB"));
+    }
+
+    /// The first implementation (upper-cased copies, `str::find`): the oracle.
+    fn matches_by_uppercasing(pattern: &str, name: &str) -> bool {
+        let (pattern, name) = (pattern.to_ascii_uppercase(), name.to_ascii_uppercase());
+        let mut parts = pattern.split('*');
+        let Some(first) = parts.next() else {
+            return false;
+        };
+        let Some(mut rest) = name.strip_prefix(first) else {
+            return false;
+        };
+        let parts: Vec<&str> = parts.collect();
+        let Some((last, middle)) = parts.split_last() else {
+            return rest.is_empty();
+        };
+        for part in middle {
+            match rest.find(part) {
+                Some(at) => rest = &rest[at + part.len()..],
+                None => return false,
+            }
+        }
+        rest.len() >= last.len() && rest.ends_with(last)
+    }
+
+    #[test]
+    fn patterns_match_as_upper_cased_copies_did_for_every_short_pattern_and_name() {
+        // Every pattern and name of up to four characters over an alphabet with both
+        // cases, a non-ASCII letter and the wildcard.
+        let alphabet = ["a", "A", "b", "*", "é", "_"];
+        let mut words = vec![String::new()];
+        let mut last = vec![String::new()];
+        for _ in 0..4 {
+            last = last
+                .iter()
+                .flat_map(|w| alphabet.iter().map(move |c| format!("{w}{c}")))
+                .collect();
+            words.extend(last.iter().cloned());
+        }
+        let names: Vec<&String> = words.iter().filter(|w| !w.contains('*')).collect();
+        let mut matched = 0;
+        for pattern in &words {
+            for name in &names {
+                let expected = matches_by_uppercasing(pattern, name);
+                assert_eq!(matches(pattern, name), expected, "{pattern:?} ~ {name:?}");
+                matched += usize::from(expected);
+            }
+        }
+        assert!(matched > 10_000, "{matched}");
     }
 
     #[test]
