@@ -141,7 +141,9 @@ async fn actor_loop(mut rx: mpsc::Receiver<Envelope>, actor: Actor) {
         let task_actor = actor.clone();
         match actor.gauge.slots.clone().try_acquire_owned() {
             Ok(slot) => {
-                let task = run_command(task_actor, envelope, Some(slot));
+                // Boxed: tokio copies a task's future on spawn and its stage on
+                // completion; a pointer is cheaper to move than the command's state.
+                let task = Box::pin(run_command(task_actor, envelope, Some(slot)));
                 actor.runtime.tracker.spawn(task);
             }
             Err(TryAcquireError::NoPermits) => {
@@ -149,7 +151,7 @@ async fn actor_loop(mut rx: mpsc::Receiver<Envelope>, actor: Actor) {
                 actor
                     .runtime
                     .tracker
-                    .spawn(wait_then_run(task_actor, envelope));
+                    .spawn(Box::pin(wait_then_run(task_actor, envelope)));
             }
             Err(TryAcquireError::Closed) => reject(envelope, &actor.runtime),
         }

@@ -149,17 +149,27 @@ pub fn unscoped(scoped: &str) -> Option<(&str, &str)> {
         .filter(|(producer, id)| is_valid_id(producer) && is_valid_id(id))
 }
 
-/// Whether `id` can be a subject token (checked byte by byte when ASCII, as ids nearly
-/// always are: it runs several times per command).
-pub fn is_valid_id(id: &str) -> bool {
-    if id.is_ascii() {
-        // ASCII whitespace as `char::is_whitespace` has it: \t \n \v \f \r and space.
-        return !id.is_empty()
-            && !id
-                .bytes()
-                .any(|b| matches!(b, b'\t'..=b'\r' | b' ' | b'.' | b'*' | b'>'));
+/// The ASCII bytes that cannot be part of a subject token, as a bit set: whitespace as
+/// `char::is_whitespace` has it (`\t` `\n` `\v` `\f` `\r` and space), `.`, `*`, `>`.
+const ASCII_SEPARATORS: u128 = {
+    let mut set = 0u128;
+    let mut b = b'\t';
+    while b <= b'\r' {
+        set |= 1 << b;
+        b += 1;
     }
-    !id.chars().any(is_separator)
+    set | 1 << b' ' | 1 << b'.' | 1 << b'*' | 1 << b'>'
+};
+
+/// Whether `id` can be a subject token. Ids are nearly always ASCII and this runs several
+/// times per command, so each byte is one bit test; an id with any other byte (or a
+/// separator) is judged again character by character.
+pub fn is_valid_id(id: &str) -> bool {
+    let plain = |b: &u8| *b < 0x80 && ASCII_SEPARATORS >> *b & 1 == 0;
+    if id.as_bytes().iter().all(plain) {
+        return !id.is_empty();
+    }
+    !id.is_empty() && !id.chars().any(is_separator)
 }
 
 /// Whitespace (Unicode's), `.`, `*` or `>`: what cannot be part of a subject token.
@@ -170,6 +180,15 @@ fn is_separator(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_with_other_characters_are_judged_by_unicode_whitespace() {
+        assert!(is_valid_id("é-ü"));
+        assert!(!is_valid_id("a\u{2003}b"), "an em space separates");
+        assert!(!is_valid_id("a\u{85}b"), "so does NEL");
+        assert!(!is_valid_id("é.b"));
+        assert!(!is_valid_id(""));
+    }
 
     #[test]
     fn the_ascii_check_agrees_with_the_char_check() {

@@ -171,9 +171,11 @@ async fn dispatch(
         };
         backlog.release(queued.size);
         let runner = runner.clone();
-        tracker.spawn(async move {
+        // Boxed: the task is a pointer, not the ~5 KB future, which tokio would otherwise
+        // copy several times on spawn and again on completion (BASH_EXEC no-ops measured: BENCHMARKS.md, N2b).
+        tracker.spawn(Box::pin(async move {
             queued.run(&runner).await;
             drop(slot);
-        });
+        }));
     }
 }

@@ -141,10 +141,11 @@ async fn serve_commands(
         runner.holding.hold(&scoped);
         acknowledge(&client, &message, id, worker, false).await;
         let runner = runner.clone();
-        tracker.spawn(async move {
+        // Boxed, like the core loop's tasks: spawned as a pointer, not a large future.
+        tracker.spawn(Box::pin(async move {
             runner.run(&message, &scoped, None).await;
             drop(slot);
-        });
+        }));
     }
 }
 

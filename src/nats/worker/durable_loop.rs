@@ -79,10 +79,11 @@ pub(super) async fn run(
         };
         let (registry, publisher, settings) =
             (registry.clone(), publisher.clone(), settings.clone());
-        tracker.spawn(async move {
+        // Boxed, like the core loop's tasks: spawned as a pointer, not a large future.
+        tracker.spawn(Box::pin(async move {
             run_one(message, &registry, &publisher, &settings).await;
             drop(slot);
-        });
+        }));
     }
     tracing::info!("durable worker shutting down");
     direct.stop();
