@@ -1,6 +1,7 @@
 //! The `cmdr` binary: parses the command line, sets up logging on stderr, runs.
 
 use std::io::IsTerminal;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
@@ -14,8 +15,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// How long to wait at exit for blocking threads (a terminal prompt nobody answered).
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
-fn main() {
+fn main() -> ExitCode {
     let cli = cmdr::cli::Cli::parse();
+    let exit_at_once = cli.may_exit_at_once();
     init_logging();
     // Before any command runs: they must not read cmdr's secrets from /proc.
     cmdr::undumpable::hide_from_commands();
@@ -30,24 +32,27 @@ fn main() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("cmdr: cannot start the async runtime: {e}");
-            exit_now(2);
+            return ExitCode::from(2);
         }
     };
     let code = runtime.block_on(cli.run());
     runtime.shutdown_timeout(EXIT_GRACE);
     // Leaves no empty cgroup behind for the next cmdr to sweep at its start-up.
     cmdr_executors::remove_cgroups();
-    exit_now(code)
+    if exit_at_once {
+        exit_now(code);
+    }
+    ExitCode::from(code)
 }
 
-/// Ends the process once stdout and stderr are flushed, without the C library's exit
-/// handlers: cmdr needs none of them (its runtime is shut down and its cgroups removed;
-/// the kernel closes the rest), and mimalloc's (collecting and purging its arenas) cost a
-/// one-shot `cmdr exec` ~0.1 ms of its ~3 (BENCHMARKS.md, X3).
+/// Ends the process without the C library's exit handlers, for a run that
+/// [may](cmdr::cli::Cli::may_exit_at_once): nothing of its needs them (the runtime is shut
+/// down, the cgroups removed, the kernel closes the rest), and mimalloc's (collecting and
+/// purging its arenas) cost a one-shot `cmdr exec` ~0.15 ms (BENCHMARKS.md, X3). Its one
+/// stdout writer has been joined, so nobody holds stdout's lock; stderr is unbuffered.
 fn exit_now(code: u8) -> ! {
     use std::io::Write;
     let _ = std::io::stdout().lock().flush();
-    let _ = std::io::stderr().lock().flush();
     // SAFETY: `_exit` only ends the process; every buffer cmdr writes through is flushed.
     unsafe { nix::libc::_exit(code.into()) }
 }

@@ -333,19 +333,26 @@ fn cgroup2_mount() -> Option<PathBuf> {
 }
 
 /// The cgroup v2 mount point that `/proc/self/mountinfo` lists (`/sys/fs/cgroup`
-/// preferred).
+/// preferred, else the first).
 fn mounted_cgroup2() -> Option<PathBuf> {
     let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut mounts = info.lines().filter_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        (right.split_whitespace().next()? == "cgroup2").then(|| left.split_whitespace().nth(4))?
-    });
-    let all: Vec<&str> = mounts.by_ref().collect();
+    let all = cgroup2_mounts(&info);
     let pick = all
         .iter()
         .find(|m| **m == "/sys/fs/cgroup")
         .or_else(|| all.first())?;
     Some(PathBuf::from(pick))
+}
+
+/// The mount points of cgroup2 file systems in `mountinfo`'s text.
+fn cgroup2_mounts(info: &str) -> Vec<&str> {
+    info.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            (right.split_whitespace().next()? == "cgroup2")
+                .then(|| left.split_whitespace().nth(4))?
+        })
+        .collect()
 }
 
 /// Removes the empty cgroups of cmdr processes that are gone.
@@ -429,15 +436,32 @@ fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    /// The two `statfs` calls find the mount that reading `/proc/self/mountinfo` finds,
-    /// wherever this host mounts cgroup v2 (or finds none where it has none).
+    /// The two `statfs` calls find a cgroup2 mount that `/proc/self/mountinfo` lists
+    /// (the one it would pick, on a host with only one), or none where it lists none.
     #[test]
-    fn the_cgroup2_mount_found_by_statfs_is_the_one_mountinfo_lists() {
-        let listed = mounted_cgroup2();
-        assert_eq!(cgroup2_mount(), listed);
-        if let Some(mount) = listed {
-            // A cgroup v2 root lists its processes' file.
-            assert!(mount.join("cgroup.procs").exists(), "{}", mount.display());
+    fn the_cgroup2_mount_found_by_statfs_is_one_mountinfo_lists() {
+        let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let listed = cgroup2_mounts(&info);
+        match cgroup2_mount() {
+            Some(found) => {
+                assert!(
+                    listed.iter().any(|m| Path::new(m) == found),
+                    "{found:?} {listed:?}"
+                );
+                if listed.len() == 1 {
+                    assert_eq!(Some(found), mounted_cgroup2());
+                }
+            }
+            None => assert!(listed.is_empty(), "{listed:?}"),
         }
+    }
+
+    #[test]
+    fn cgroup2_mounts_are_read_from_mountinfo_lines() {
+        let info = "22 27 0:21 / /proc rw,relatime - proc proc rw\n\
+                    35 31 0:30 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n\
+                    36 31 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
+                    40 27 0:30 / /mnt/cg rw - cgroup2 none rw\n";
+        assert_eq!(cgroup2_mounts(info), ["/sys/fs/cgroup/unified", "/mnt/cg"]);
     }
 }
