@@ -37,12 +37,6 @@ impl Backlog {
         fits
     }
 
-    /// Whether no accepted command is waiting (none is queued, none is held by the
-    /// dispatcher until a slot frees).
-    pub(super) fn is_empty(&self) -> bool {
-        self.count.load(Ordering::Acquire) == 0
-    }
-
     /// A command of `size` bytes left the backlog (it started, or was answered).
     pub(super) fn release(&self, size: usize) {
         self.count.fetch_sub(1, Ordering::AcqRel);
@@ -60,9 +54,7 @@ mod tests {
         assert!(backlog.try_admit(1_000), "one is always taken");
         assert!(!backlog.try_admit(1), "over the byte budget");
         backlog.release(1_000);
-        assert!(backlog.is_empty());
         assert!(backlog.try_admit(40));
-        assert!(!backlog.is_empty());
         assert!(backlog.try_admit(40));
         assert!(!backlog.try_admit(1), "over the count");
         backlog.release(40);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_nats::Client;
 use cmdr_executors::Registry;
 use futures_util::StreamExt;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tokio_util::task::TaskTracker;
 
 use super::alive::Holding;
@@ -66,23 +66,24 @@ pub(super) async fn run(
     let cancel_listener = tokio::spawn(listen_for_cancels(cancels, registry.clone()));
     direct.answer_liveness(&client).await?;
     let (queue, mut queued) = mpsc::unbounded_channel();
+    let backlog = Arc::new(Backlog::new(options.max_queued, options.max_queued_bytes));
     let deadlines = Arc::new(Deadlines::new(&options.worker_id));
     let late = tokio::spawn(deadlines.clone().answer_late(client.clone()));
-    let jobs = Jobs {
-        // Shared, not cloned per command: a clone is a NATS client's and a registry's handles.
-        runner: Arc::new(runner.clone()),
-        slots: Arc::new(Semaphore::new(options.jobs.max(1))),
-        backlog: Arc::new(Backlog::new(options.max_queued, options.max_queued_bytes)),
-        tracker: tracker.clone(),
-    };
     let reader = tokio::spawn(accept(
         commands,
         client.clone(),
         queue,
-        jobs.clone(),
+        runner.holding.clone(),
+        backlog.clone(),
         deadlines,
     ));
-    let dispatcher = dispatch(&mut queued, &jobs);
+    let dispatcher = dispatch(
+        &mut queued,
+        runner.clone(),
+        options.jobs,
+        &tracker,
+        &backlog,
+    );
     tokio::select! {
         () = dispatcher => {}
         () = shutdown => {}
@@ -109,57 +110,21 @@ pub(super) async fn run(
     Ok(())
 }
 
-/// What runs commands: `--jobs` slots, the backlog of commands waiting for one, and the
-/// tasks that run them. Shared by the reader (which starts a command itself when nothing
-/// waits and a slot is free) and the dispatcher (which starts the waiting ones).
-#[derive(Clone)]
-struct Jobs {
-    runner: Arc<Runner>,
-    slots: Arc<Semaphore>,
-    backlog: Arc<Backlog>,
-    tracker: TaskTracker,
-}
-
-impl Jobs {
-    /// Runs `queued` in `slot` on a task of its own.
-    fn start(&self, queued: Queued, slot: OwnedSemaphorePermit) {
-        let runner = self.runner.clone();
-        // Boxed: the task is a pointer, not the ~5 KB future, which tokio would otherwise
-        // copy several times on spawn and again on completion (BENCHMARKS.md, N2b).
-        self.tracker.spawn(Box::pin(async move {
-            queued.run(&runner).await;
-            drop(slot);
-        }));
-    }
-
-    /// A free slot, if no accepted command is waiting for one (it would be overtaken).
-    fn free_slot(&self) -> Option<OwnedSemaphorePermit> {
-        if !self.backlog.is_empty() {
-            return None;
-        }
-        self.slots.clone().try_acquire_owned().ok()
-    }
-}
-
 /// Answers each received command with [`Accepted`](crate::nats::wire::Accepted) (naming
-/// this worker) and starts it, or queues it when every job is busy, holding its id (see
-/// [`Holding`]); a producer asking for the first result as the reply gets it deferred
-/// instead ([`Deadlines`]). Past the [`Backlog`]'s limits it answers `busy` at once and
-/// drops the command.
+/// this worker) and queues it, holding its id (see [`Holding`]); a producer asking for
+/// the first result as the reply gets it deferred instead ([`Deadlines`]). Past the
+/// [`Backlog`]'s limits it answers `busy` at once and drops the command.
 async fn accept(
     mut commands: async_nats::Subscriber,
     client: Client,
     queue: mpsc::UnboundedSender<Queued>,
-    jobs: Jobs,
+    holding: Holding,
+    backlog: Arc<Backlog>,
     deadlines: Arc<Deadlines>,
 ) {
-    let holding = jobs.runner.holding.clone();
     while let Some(message) = commands.next().await {
         let size = message.payload.len();
-        // Only this task admits commands, so "nothing waits" cannot change before the
-        // command starts (the dispatcher only takes slots for waiting commands).
-        let slot = jobs.free_slot();
-        if slot.is_none() && !jobs.backlog.try_admit(size) {
+        if !backlog.try_admit(size) {
             // Turned away: only its id is read (a flood past the backlog is not decoded).
             let (id, _) = ids_of(&message.subject, &message.payload);
             acknowledge(&client, &message, id, holding.worker_id(), true).await;
@@ -183,25 +148,34 @@ async fn accept(
             scoped,
             reply,
         };
-        match slot {
-            // Started at once: no hop through the dispatcher, never in the backlog.
-            Some(slot) => jobs.start(queued, slot),
-            None => {
-                if queue.send(queued).is_err() {
-                    return;
-                }
-            }
+        if queue.send(queued).is_err() {
+            return;
         }
     }
 }
 
-/// Runs queued commands as slots free, in order, until the queue closes.
-async fn dispatch(queued: &mut mpsc::UnboundedReceiver<Queued>, jobs: &Jobs) {
+/// Runs queued commands, `jobs` at a time, until the queue closes.
+async fn dispatch(
+    queued: &mut mpsc::UnboundedReceiver<Queued>,
+    runner: Runner,
+    jobs: usize,
+    tracker: &TaskTracker,
+    backlog: &Backlog,
+) {
+    let slots = Arc::new(Semaphore::new(jobs.max(1)));
+    // Shared, not cloned per command: a clone is a NATS client's and a registry's handles.
+    let runner = Arc::new(runner);
     while let Some(queued) = queued.recv().await {
-        let Ok(slot) = jobs.slots.clone().acquire_owned().await else {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        jobs.backlog.release(queued.size);
-        jobs.start(queued, slot);
+        backlog.release(queued.size);
+        let runner = runner.clone();
+        // Boxed: the task is a pointer, not the ~5 KB future, which tokio would otherwise
+        // copy several times on spawn and again on completion (BASH_EXEC no-ops measured: BENCHMARKS.md, N2b).
+        tracker.spawn(Box::pin(async move {
+            queued.run(&runner).await;
+            drop(slot);
+        }));
     }
 }
