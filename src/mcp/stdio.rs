@@ -13,6 +13,11 @@ use crate::server::AppState;
 /// How long stopped runs get to persist their `stopped` turns once the client hung up.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
+/// How long a session that is over (the client closed stdin, or cmdr was told to stop)
+/// waits for rmcp to write its last replies: a client that stopped reading them would
+/// otherwise keep the process alive for ever, its write blocked on a full stdout.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
 /// Serves MCP on stdin/stdout until the client closes stdin (or `state.shutdown` fires);
 /// runs still in progress are then stopped, and their `stopped` turns persisted, before
 /// this returns.
@@ -31,15 +36,61 @@ pub async fn serve_stdio(state: AppState) -> Result<(), String> {
         }
         Err(e) => return Err(format!("MCP over stdio failed to start: {e}")),
     };
-    let quit = running.waiting().await;
+    let waiting = running.waiting();
+    tokio::pin!(waiting);
+    let quit = tokio::select! {
+        quit = &mut waiting => Some(quit),
+        () = session_over(&shutdown) => tokio::time::timeout(DRAIN_GRACE, &mut waiting).await.ok(),
+    };
     handler.stop_calls(STOP_GRACE).await;
     // The connection was the session: its processes go with it.
     handler.end_session().await;
     match quit {
-        Ok(reason) => {
+        Some(Ok(reason)) => {
             tracing::debug!(?reason, "MCP stdio session ended");
             Ok(())
         }
-        Err(e) => Err(format!("MCP over stdio failed: {e}")),
+        Some(Err(e)) => Err(format!("MCP over stdio failed: {e}")),
+        None => {
+            tracing::warn!("the MCP client does not read its replies: ending without them");
+            Ok(())
+        }
+    }
+}
+
+/// Resolves once the session is over: cmdr was told to stop, or the client closed its
+/// end of stdin (whether or not rmcp has read all it sent before).
+async fn session_over(shutdown: &tokio_util::sync::CancellationToken) {
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        () = stdin_hung_up() => {}
+    }
+}
+
+/// Resolves when stdin's writer has hung up, seen by `poll` without reading anything (on
+/// a blocking thread): a pipe reports `POLLHUP` once no writer is left, a socket
+/// `POLLRDHUP` once its peer shut its side; nothing else is asked for, so data waiting to
+/// be read does not wake it. Never resolves where stdin cannot hang up (a file,
+/// `/dev/null`: rmcp reads their end itself) or cannot be polled.
+async fn stdin_hung_up() {
+    let hung_up = tokio::task::spawn_blocking(|| {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        // Linux's peer-shutdown flag, which nix does not name.
+        let rdhup = PollFlags::from_bits_retain(nix::libc::POLLRDHUP);
+        let stdin = std::io::stdin();
+        let mut fds = [PollFd::new(stdin.as_fd(), rdhup)];
+        let ended = PollFlags::POLLHUP | PollFlags::POLLERR | rdhup;
+        loop {
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => return fds[0].revents().is_some_and(|r| r.intersects(ended)),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return false,
+            }
+        }
+    })
+    .await;
+    if !matches!(hung_up, Ok(true)) {
+        std::future::pending::<()>().await;
     }
 }

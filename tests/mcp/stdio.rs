@@ -260,3 +260,72 @@ async fn closing_stdin_kills_the_sessions_processes() {
     })
     .await;
 }
+
+/// A client that sends requests and never reads a reply cannot keep `cmdr mcp` alive:
+/// the replies fill its stdout (a socket nobody reads) until the write blocks, and still
+/// the process ends soon after the client closes stdin, or after SIGTERM.
+#[tokio::test]
+async fn a_client_that_stops_reading_cannot_keep_cmdr_mcp_alive() {
+    use std::os::fd::OwnedFd;
+    use tokio::io::AsyncWriteExt;
+
+    for stop in ["close stdin", "SIGTERM"] {
+        let world = World::new();
+        let (unread, stdout) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_cmdr"))
+            .arg("mcp")
+            .arg("--agents-dir")
+            .arg(world.agents())
+            .arg("--db")
+            .arg(world.db())
+            .env_remove("CMDR_LLM_BASE_URL")
+            .env_remove("CMDR_LLM_MODEL")
+            .env_remove("CMDR_LLM_API_KEY")
+            .current_dir(world.work())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::from(OwnedFd::from(stdout)))
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        // ~12 KB of reply each: 100 of them are several times what the socket holds.
+        let mut requests = format!(
+            "{}\n{}\n",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "deaf", "version": "0"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        for id in 2..102 {
+            requests.push_str(&format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"})
+            ));
+        }
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(requests.as_bytes()).await.unwrap();
+        // Replying has begun (nothing is read from the socket, ever).
+        unread.set_nonblocking(true).unwrap();
+        let unread = tokio::net::UnixStream::from_std(unread).unwrap();
+        tokio::time::timeout(Duration::from_secs(20), unread.readable())
+            .await
+            .expect("cmdr mcp replies")
+            .unwrap();
+        match stop {
+            "close stdin" => drop(stdin),
+            _ => {
+                let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+                nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+            }
+        }
+        let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{stop}: cmdr mcp still running 30 s later"))
+            .unwrap();
+        assert!(
+            status.code().is_some(),
+            "{stop}: it exited by itself: {status}"
+        );
+        drop(unread);
+    }
+}
