@@ -294,10 +294,9 @@ impl Tree {
 /// swept), with a first cgroup made in it (the proof that it is usable, kept for the
 /// first command), or `None` when there is no writable cgroup v2.
 fn cgroup_base() -> Option<(PathBuf, Cgroup)> {
-    let mount = cgroup2_mount()?;
     let own = fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let parent = mount.join(own.trim_start_matches('/'));
+    let parent = own_cgroup_dir(own)?;
     sweep(&parent);
     let base = parent.join(format!("cmdr-{}", std::process::id()));
     match fs::create_dir(&base) {
@@ -336,7 +335,10 @@ fn cgroup2_mount() -> Option<PathBuf> {
 /// preferred, else the first).
 fn mounted_cgroup2() -> Option<PathBuf> {
     let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let all = cgroup2_mounts(&info);
+    let all: Vec<&str> = cgroup2_mounts(&info)
+        .into_iter()
+        .map(|(_, at)| at)
+        .collect();
     let pick = all
         .iter()
         .find(|m| **m == "/sys/fs/cgroup")
@@ -344,15 +346,54 @@ fn mounted_cgroup2() -> Option<PathBuf> {
     Some(PathBuf::from(pick))
 }
 
-/// The mount points of cgroup2 file systems in `mountinfo`'s text.
-fn cgroup2_mounts(info: &str) -> Vec<&str> {
+/// The cgroup2 file systems in `mountinfo`'s text: for each, the directory of the
+/// hierarchy mounted (its root, `/` for the whole of it) and where.
+fn cgroup2_mounts(info: &str) -> Vec<(&str, &str)> {
     info.lines()
         .filter_map(|line| {
             let (left, right) = line.split_once(" - ")?;
-            (right.split_whitespace().next()? == "cgroup2")
-                .then(|| left.split_whitespace().nth(4))?
+            if right.split_whitespace().next()? != "cgroup2" {
+                return None;
+            }
+            let mut fields = left.split_whitespace().skip(3);
+            Some((fields.next()?, fields.next()?))
         })
         .collect()
+}
+
+/// This process's own cgroup directory, `own` being its path in `/proc/self/cgroup`. That
+/// path is from the root of the hierarchy (as this cgroup namespace sees it), which is
+/// what a cgroup2 mount usually shows; where the mount shows only a subtree (a container
+/// sharing the host's cgroup namespace, its own subtree bind-mounted on `/sys/fs/cgroup`),
+/// the mount's root is taken off `own` first ([`beneath`]).
+fn own_cgroup_dir(own: &str) -> Option<PathBuf> {
+    if let Some(mount) = cgroup2_mount() {
+        let dir = mount.join(own.trim_start_matches('/'));
+        if dir.is_dir() {
+            return Some(dir);
+        }
+    }
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    cgroup2_mounts(&info)
+        .into_iter()
+        .filter_map(|(root, at)| beneath(root, at, own))
+        .find(|dir| dir.is_dir())
+}
+
+/// Where cgroup `own` is under a mount at `at` of the hierarchy's directory `root`; `None`
+/// when `own` is not inside `root`.
+fn beneath(root: &str, at: &str, own: &str) -> Option<PathBuf> {
+    let rest = match root.trim_end_matches('/') {
+        "" => own,
+        root => {
+            let rest = own.strip_prefix(root)?;
+            if !(rest.is_empty() || rest.starts_with('/')) {
+                return None;
+            }
+            rest
+        }
+    };
+    Some(Path::new(at).join(rest.trim_start_matches('/')))
 }
 
 /// Removes the empty cgroups of cmdr processes that are gone.
@@ -441,7 +482,10 @@ mod tests {
     #[test]
     fn the_cgroup2_mount_found_by_statfs_is_one_mountinfo_lists() {
         let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let listed = cgroup2_mounts(&info);
+        let listed: Vec<&str> = cgroup2_mounts(&info)
+            .into_iter()
+            .map(|(_, at)| at)
+            .collect();
         match cgroup2_mount() {
             Some(found) => {
                 assert!(
@@ -462,6 +506,66 @@ mod tests {
                     35 31 0:30 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n\
                     36 31 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
                     40 27 0:30 / /mnt/cg rw - cgroup2 none rw\n";
-        assert_eq!(cgroup2_mounts(info), ["/sys/fs/cgroup/unified", "/mnt/cg"]);
+        assert_eq!(
+            cgroup2_mounts(info),
+            [("/", "/sys/fs/cgroup/unified"), ("/", "/mnt/cg")]
+        );
+        let container = "1385 1377 0:27 /docker/4f2a /sys/fs/cgroup ro - cgroup2 cgroup rw\n";
+        assert_eq!(
+            cgroup2_mounts(container),
+            [("/docker/4f2a", "/sys/fs/cgroup")]
+        );
+    }
+
+    #[test]
+    fn a_cgroup_is_found_under_a_mount_of_the_whole_hierarchy_or_of_its_subtree() {
+        let at = "/sys/fs/cgroup";
+        let path = |p: &str| Some(PathBuf::from(p));
+        assert_eq!(
+            beneath("/", at, "/user.slice/s"),
+            path("/sys/fs/cgroup/user.slice/s")
+        );
+        assert_eq!(beneath("/", at, "/"), path("/sys/fs/cgroup"));
+        // A container's subtree bind-mounted, the host's namespace shared.
+        assert_eq!(
+            beneath("/docker/4f2a", at, "/docker/4f2a"),
+            path("/sys/fs/cgroup")
+        );
+        assert_eq!(
+            beneath("/docker/4f2a/", at, "/docker/4f2a/w"),
+            path("/sys/fs/cgroup/w")
+        );
+        assert_eq!(
+            beneath("/docker/4f2a", at, "/docker/4f2ab"),
+            None,
+            "a sibling"
+        );
+        assert_eq!(beneath("/docker/4f2a", at, "/system.slice"), None);
+    }
+
+    /// This process's own cgroup is found, and is the directory its `cgroup.procs` lists
+    /// it in (where this host has a cgroup v2 at all).
+    #[test]
+    fn this_process_finds_its_own_cgroup() {
+        let Some(own) = fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("0::").map(str::to_owned))
+            })
+        else {
+            return;
+        };
+        if cgroup2_mount().is_none() {
+            return;
+        }
+        let dir = own_cgroup_dir(&own).expect("the own cgroup's directory");
+        let members = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        let me = std::process::id().to_string();
+        assert!(
+            members.lines().any(|pid| pid == me),
+            "{} lists {members:?}",
+            dir.display()
+        );
     }
 }
