@@ -214,3 +214,54 @@ async fn cmdr_exec_leaves_no_cgroup_behind() {
     );
     assert!(!parent.join(&base).exists(), "{base} removed at exit");
 }
+
+/// Where cgroup v2 is mounted showing the whole hierarchy, and this process's cgroup
+/// directory under it; `None` where this host has no such mount.
+fn own_cgroup() -> Option<(String, std::path::PathBuf)> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = info.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let fields: Vec<&str> = left.split_whitespace().collect();
+        (right.starts_with("cgroup2 ") && fields.get(3) == Some(&"/"))
+            .then(|| fields.get(4).map(|at| at.to_string()))?
+    })?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = std::path::Path::new(&mount).join(own.trim_start_matches('/'));
+    Some((mount, dir))
+}
+
+/// A container sharing the host's cgroup namespace sees only its own subtree at the
+/// cgroup2 mount point, while `/proc/self/cgroup` names that subtree from the host's
+/// root: cmdr must still find its cgroup and kill trees with cgroups, not fall back to
+/// the environment marker. Reproduced in a private mount namespace (`unshare --mount`)
+/// where a cgroup of this test's is bind-mounted over the mount point and cmdr runs in it.
+#[test]
+fn a_cgroup_subtree_mounted_alone_is_still_used_for_process_trees() {
+    let Some((mount, own)) = own_cgroup() else {
+        return; // no cgroup v2 on this host
+    };
+    let subtree = own.join(format!("cmdr-subtree-test-{}", std::process::id()));
+    if std::fs::create_dir(&subtree).is_err() {
+        return; // cgroups are not ours to make here (not root, not delegated)
+    }
+    let script = format!(
+        "echo $$ > {subtree}/cgroup.procs && mount --bind {subtree} {mount} && exec {cmdr} exec '{json}'",
+        subtree = subtree.display(),
+        cmdr = env!("CARGO_BIN_EXE_cmdr"),
+        json = r#"{"commandType":"BASH_EXEC","command":"true"}"#,
+    );
+    let output = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .env("CMDR_LOG", "debug")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir(&subtree);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("process trees: cgroup v2"),
+        "cmdr fell back: {stderr}"
+    );
+    assert!(!subtree.exists(), "cmdr removed its cgroups at exit");
+}
