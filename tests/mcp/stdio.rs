@@ -9,6 +9,22 @@ use serde_json::json;
 use crate::mcp::fake_llm::{FakeLlm, Reply};
 use crate::mcp::{call, result_json, Recorder, World};
 
+/// `cmdr mcp` on `world`'s agents and store, in its working folder, with no model set.
+fn cmdr_mcp_without_a_model(world: &World) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_cmdr"));
+    command
+        .arg("mcp")
+        .arg("--agents-dir")
+        .arg(world.agents())
+        .arg("--db")
+        .arg(world.db())
+        .env_remove("CMDR_LLM_BASE_URL")
+        .env_remove("CMDR_LLM_MODEL")
+        .env_remove("CMDR_LLM_API_KEY")
+        .current_dir(world.work());
+    command
+}
+
 #[tokio::test]
 async fn cmdr_mcp_serves_the_tools_on_stdio_and_exits_when_stdin_closes() {
     let world = World::new();
@@ -91,17 +107,8 @@ async fn cmdr_mcp_stdout_carries_only_protocol_and_eof_ends_the_process() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     let world = World::new();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_cmdr"))
-        .arg("mcp")
-        .arg("--agents-dir")
-        .arg(world.agents())
-        .arg("--db")
-        .arg(world.db())
-        .env_remove("CMDR_LLM_BASE_URL")
-        .env_remove("CMDR_LLM_MODEL")
-        .env_remove("CMDR_LLM_API_KEY")
+    let mut child = cmdr_mcp_without_a_model(&world)
         .env("RUST_LOG", "debug")
-        .current_dir(world.work())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -272,16 +279,7 @@ async fn a_client_that_stops_reading_cannot_keep_cmdr_mcp_alive() {
     for stop in ["close stdin", "SIGTERM"] {
         let world = World::new();
         let (unread, stdout) = std::os::unix::net::UnixStream::pair().unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_cmdr"))
-            .arg("mcp")
-            .arg("--agents-dir")
-            .arg(world.agents())
-            .arg("--db")
-            .arg(world.db())
-            .env_remove("CMDR_LLM_BASE_URL")
-            .env_remove("CMDR_LLM_MODEL")
-            .env_remove("CMDR_LLM_API_KEY")
-            .current_dir(world.work())
+        let mut child = cmdr_mcp_without_a_model(&world)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::from(OwnedFd::from(stdout)))
             .stderr(std::process::Stdio::null())
