@@ -327,3 +327,42 @@ async fn a_client_that_stops_reading_cannot_keep_cmdr_mcp_alive() {
         drop(unread);
     }
 }
+
+/// The same before `initialize`: rmcp answers pings during its handshake, so a client
+/// that floods them and reads nothing blocks the handshake's writes; closing stdin must
+/// still end the process.
+#[tokio::test]
+async fn a_client_that_floods_pings_unread_before_initializing_cannot_keep_it_alive() {
+    use nix::fcntl::{fcntl, FcntlArg};
+    use tokio::io::AsyncWriteExt;
+
+    let world = World::new();
+    let (unread, stdout) = nix::unistd::pipe().unwrap();
+    // The smallest pipe, a page: ~100 unread replies fill it.
+    fcntl(&stdout, FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
+    let mut child = cmdr_mcp_without_a_model(&world)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::from(stdout))
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // ~45 KB: it fits stdin's pipe whatever cmdr reads, and ends with the hang-up.
+    let pings: String = (0..1000)
+        .map(|id| {
+            format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+            )
+        })
+        .collect();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(pings.as_bytes()).await.unwrap();
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("cmdr mcp still running 30 s after its client hung up")
+        .unwrap();
+    assert!(status.code().is_some(), "it exited by itself: {status}");
+    drop(unread);
+}
