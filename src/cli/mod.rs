@@ -51,7 +51,7 @@ pub struct Cli {
 }
 
 /// The subcommands. Each one's arguments are built only when it is the one chosen
-/// (`defer`): building all nine cost a one-shot `cmdr exec` ~0.4 ms (BENCHMARKS.md, X3).
+/// (`defer`): building all nine cost a one-shot `cmdr exec` ~0.65 ms (BENCHMARKS.md, X3).
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub enum CliCommand {
