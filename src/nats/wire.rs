@@ -3,18 +3,24 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Header of a command request (core mode) by which a producer says it takes the
-/// command's **terminal result** as the reply (an `OutputResult`, told from an [`Accepted`]
-/// by its `status`), which a worker sends instead of [`Accepted`] when the command ends
-/// soon with that one result. Workers that predate it ignore it and answer [`Accepted`];
-/// producers that predate it do not send it and get [`Accepted`].
+/// How a command request (core mode) begins when its producer takes the command's
+/// **terminal result** as the reply (an `OutputResult`, told from an [`Accepted`] by its
+/// `status`), which a worker sends instead of [`Accepted`] when the command ends soon with
+/// that one result: the command's JSON object with this member first, byte for byte (the
+/// producer writes it so; a worker compares the payload's first bytes and parses nothing
+/// more). Workers that predate it ignore the member, as any unknown field, and answer
+/// [`Accepted`]; producers that predate it do not send it and get [`Accepted`].
+pub const REPLY_MEMBER: &str = r#"{"cmdrReply":"result","#;
+
+/// The older form of [`REPLY_MEMBER`]: a request header, sent by producers before it (a
+/// header costs both sides a parsed map per command). Workers still honour it.
 pub const REPLY_HEADER: &str = "Cmdr-Reply";
 
 /// The value of [`REPLY_HEADER`].
 pub const REPLY_RESULT: &str = "result";
 
 /// A worker's reply to a command it received (core mode): the producer knows at once that
-/// a worker took it, or that none is listening. (Asked with [`REPLY_HEADER`], the reply
+/// a worker took it, or that none is listening. (Asked with [`REPLY_MEMBER`], the reply
 /// may instead be the command's terminal result.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Accepted {

@@ -1,17 +1,28 @@
 //! The reply to a command request: the command's terminal result when the producer takes
-//! it (`Cmdr-Reply: result`) and it comes soon, else `Accepted`; producers and workers of
-//! either version work together in one pool.
+//! it (the request begins with `wire::REPLY_MEMBER`, or, from older producers, carries
+//! `Cmdr-Reply: result`) and it comes soon, else `Accepted`; producers and workers of
+//! every version work together in one pool.
 
 use async_nats::{HeaderMap, Request};
-use cmdr::nats::wire::{Accepted, REPLY_HEADER, REPLY_RESULT};
+use cmdr::nats::wire::{Accepted, REPLY_HEADER, REPLY_MEMBER, REPLY_RESULT};
 use cmdr_executors::{ExecutionStatus, OutputResult};
 use futures_util::StreamExt;
 use serde_json::json;
 
 use super::{collect, data, producer, terminal, terminal_on, NatsServer, Worker, PATIENCE};
 
-/// A request taking the terminal result as the reply.
+/// A request taking the terminal result as the reply, as producers ask: `body` (a JSON
+/// object) with [`REPLY_MEMBER`] first.
 fn asking_for_result(body: String) -> Request {
+    let rest = body.strip_prefix('{').expect("a JSON object");
+    Request::new()
+        .payload(format!("{REPLY_MEMBER}{rest}").into())
+        .timeout(Some(PATIENCE))
+}
+
+/// A request taking the terminal result as the reply, as producers asked before
+/// [`REPLY_MEMBER`]: with the header `Cmdr-Reply: result`.
+fn asking_by_header(body: String) -> Request {
     let mut headers = HeaderMap::new();
     headers.insert(REPLY_HEADER, REPLY_RESULT);
     Request::new()
@@ -26,7 +37,8 @@ fn result_in(reply: &async_nats::Message) -> Option<OutputResult> {
 }
 
 /// A worker replying with results carries each command's terminal once: in the reply or
-/// on the results subject, never both.
+/// on the results subject, never both — asked by the request's first member or, as older
+/// producers ask, by its header.
 #[tokio::test]
 async fn a_worker_replies_with_the_terminal_once() {
     let server = NatsServer::start();
@@ -35,19 +47,23 @@ async fn a_worker_replies_with_the_terminal_once() {
     let client = async_nats::connect(server.url()).await.unwrap();
     let mut results = client.subscribe("cmdr.results.raw.*").await.unwrap();
     client.flush().await.unwrap();
-    let mut in_reply = 0;
-    for n in 0..20 {
+    let mut in_reply = [0; 2];
+    for n in 0..40 {
         let body =
-            json!({"command_id":format!("r-{n}"),"commandType":"LIST_DIRECTORY","path":dir.path()});
+            json!({"command_id":format!("r-{n}"),"commandType":"LIST_DIRECTORY","path":dir.path()})
+                .to_string();
+        let by_header = n % 2;
+        let request = if by_header == 1 {
+            asking_by_header(body)
+        } else {
+            asking_for_result(body)
+        };
         let reply = client
-            .send_request(
-                "cmdr.commands.raw.LIST_DIRECTORY",
-                asking_for_result(body.to_string()),
-            )
+            .send_request("cmdr.commands.raw.LIST_DIRECTORY", request)
             .await
             .unwrap();
         if let Some(result) = result_in(&reply) {
-            in_reply += 1;
+            in_reply[by_header] += 1;
             assert_eq!(result.command_id, format!("r-{n}"));
             assert_eq!(result.status, ExecutionStatus::Succeeded, "{result:?}");
         } else {
@@ -57,8 +73,15 @@ async fn a_worker_replies_with_the_terminal_once() {
             assert_eq!(result.command_id, format!("r-{n}"));
         }
     }
-    assert!(in_reply > 0, "no reply carried its result");
-    // A fence: a request without the header, answered `Accepted`, its terminal on the
+    assert!(
+        in_reply[0] > 0,
+        "no reply asked by its first member carried its result"
+    );
+    assert!(
+        in_reply[1] > 0,
+        "no reply asked by header carried its result"
+    );
+    // A fence: a plain request, answered `Accepted`, its terminal on the
     // subject after everything the worker published before.
     let fence = json!({"command_id":"fence","commandType":"LIST_DIRECTORY","path":dir.path()});
     client
@@ -114,7 +137,30 @@ async fn a_command_without_a_result_yet_is_answered_accepted() {
     assert_eq!(output, "got go\n");
 }
 
-/// A producer of before the header (a plain request) still gets `Accepted` at once.
+/// The member asks only where producers write it, first: elsewhere in the object it is an
+/// unknown field like any other, and the request is answered `Accepted`.
+#[tokio::test]
+async fn the_member_asks_only_when_it_comes_first() {
+    let server = NatsServer::start();
+    let _worker = Worker::start(&server, None).await;
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let mut results = client.subscribe("cmdr.results.raw.late-1").await.unwrap();
+    client.flush().await.unwrap();
+    let body = r#"{"command_id":"late-1","cmdrReply":"result","commandType":"BASH_EXEC","command":"echo hi"}"#;
+    let reply = client
+        .request("cmdr.commands.raw.BASH_EXEC", body.into())
+        .await
+        .unwrap();
+    assert!(result_in(&reply).is_none(), "{:?}", reply.payload);
+    let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
+    assert_eq!(accepted.command_id, "late-1");
+    let last = terminal_on(&mut results).await;
+    assert_eq!(last.status, ExecutionStatus::Succeeded, "{last:?}");
+    assert_eq!(last.exit_code, Some(0), "{last:?}");
+}
+
+/// A producer of before the reply could carry results (a plain request) still gets
+/// `Accepted` at once.
 #[tokio::test]
 async fn a_plain_request_still_gets_accepted() {
     let server = NatsServer::start();
@@ -135,9 +181,11 @@ async fn a_plain_request_still_gets_accepted() {
     assert_eq!(last.status, ExecutionStatus::Succeeded);
 }
 
-/// A worker of before the header: answers `Accepted` (without its id, as the oldest did)
-/// and publishes every result on the results subject.
-async fn old_worker(server: &NatsServer) -> tokio::task::JoinHandle<Option<String>> {
+/// A worker of before the reply could carry results: decodes the command as plain JSON
+/// (the member is a field it does not know), answers `Accepted` (without its id, as the
+/// oldest did) and publishes every result on the results subject. Yields whether the
+/// request asked for the result.
+async fn old_worker(server: &NatsServer) -> tokio::task::JoinHandle<Option<bool>> {
     let client = async_nats::connect(server.url()).await.unwrap();
     let mut commands = client
         .queue_subscribe("cmdr.commands.>", "cmdr-workers".to_owned())
@@ -146,11 +194,7 @@ async fn old_worker(server: &NatsServer) -> tokio::task::JoinHandle<Option<Strin
     client.flush().await.unwrap();
     tokio::spawn(async move {
         let message = commands.next().await?;
-        let asked = message
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(REPLY_HEADER))
-            .map(|v| v.as_str().to_owned());
+        let asked = message.payload.starts_with(REPLY_MEMBER.as_bytes());
         let command: serde_json::Value = serde_json::from_slice(&message.payload).ok()?;
         let id = command["command_id"].as_str()?.to_owned();
         let producer = message.subject.split('.').nth(2)?.to_owned();
@@ -169,7 +213,7 @@ async fn old_worker(server: &NatsServer) -> tokio::task::JoinHandle<Option<Strin
                 .ok()?;
         }
         client.flush().await.ok()?;
-        asked
+        Some(asked)
     })
 }
 
@@ -189,7 +233,11 @@ async fn a_producer_takes_an_old_workers_accepted() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(asked.as_deref(), Some(REPLY_RESULT), "the producer asks");
+    assert_eq!(
+        asked,
+        Some(true),
+        "the producer asks, by the request's first member"
+    );
 }
 
 /// Through a producer, a command whose output comes before and after `submit` returned

@@ -5,7 +5,8 @@
 //! subscription for all its commands' results, one for their questions, made on first
 //! use) *before* publishing, so no early result is missed, then publishes the command as
 //! a request: a worker answers at once with `Accepted` — or, for a command that ends
-//! quickly, with its terminal result (`Cmdr-Reply: result`, docs/nats.md "The reply");
+//! quickly, with its terminal result (asked for by the request's first member,
+//! `wire::REPLY_MEMBER`; docs/nats.md "The reply");
 //! no worker at all is `NO_WORKERS`. The returned
 //! [`RemoteStream`] yields the command's `OutputResult`s in order and ends after the
 //! terminal one. Questions from a `REQUEST_USER_INPUT` are answered by the producer's
@@ -33,7 +34,7 @@ pub use fanout::DISCOVERY_QUIET;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -50,7 +51,7 @@ use tokio::sync::mpsc;
 
 use crate::nats::durable::{ensure_ids, ensure_streams, hex, id_subject, DurableSettings};
 use crate::nats::subjects;
-use crate::nats::wire::{Accepted, InputAnswer, InputQuestion, REPLY_HEADER, REPLY_RESULT};
+use crate::nats::wire::{Accepted, InputAnswer, InputQuestion, REPLY_MEMBER};
 use demux::{Demux, Registration};
 use follow::{follow, Followed};
 use liveness::{Lost, Monitor, Watch};
@@ -288,6 +289,11 @@ impl Producer {
             None => {
                 // A question is asked before any terminal: no use waiting for one.
                 let wants_result = command.command_type() != CommandType::RequestUserInput;
+                let payload = if wants_result {
+                    asking_for_result(payload)
+                } else {
+                    payload
+                };
                 let taken = self.request_core(subject, payload, wants_result).await?;
                 let ended = taken.ended();
                 let watch = match taken.worker {
@@ -449,12 +455,9 @@ impl Producer {
         let mut pause = BUSY_RETRY_FIRST;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let mut request = Request::new()
+            let request = Request::new()
                 .payload(payload.clone())
                 .timeout(Some(left.max(Duration::from_millis(1))));
-            if wants_result {
-                request = request.headers(reply_headers());
-            }
             let accepted = match self
                 .inner
                 .client
@@ -909,14 +912,13 @@ impl Taken {
     }
 }
 
-/// The headers of a command request that takes its terminal result as the reply.
-fn reply_headers() -> async_nats::HeaderMap {
-    static HEADERS: LazyLock<async_nats::HeaderMap> = LazyLock::new(|| {
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert(REPLY_HEADER, REPLY_RESULT);
-        headers
-    });
-    HEADERS.clone()
+/// `payload`, one encoded command, as a request that takes its terminal result as the
+/// reply: [`REPLY_MEMBER`] in place of the object's opening brace.
+fn asking_for_result(mut payload: Vec<u8>) -> Vec<u8> {
+    if payload.first() == Some(&b'{') {
+        payload.splice(..1, REPLY_MEMBER.bytes());
+    }
+    payload
 }
 
 /// One result message.
@@ -939,6 +941,35 @@ impl Stream for SubmitStream {
         match self.get_mut() {
             SubmitStream::Remote(stream) => stream.poll_next_unpin(cx),
             SubmitStream::Failed(result) => Poll::Ready(result.take().map(|r| *r)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request asking for the result is the command's own JSON with the member first:
+    /// valid JSON, beginning with the member byte for byte, decoding to the same command
+    /// (what a worker of before the member does with it).
+    #[test]
+    fn a_request_asking_for_the_result_is_the_command_with_the_member_first() {
+        let commands = [
+            r#"{"commandType":"BASH_EXEC","command":"echo \"{\" ü","command_id":"a"}"#,
+            r#"{"commandType":"FILE_READ","file_path":"/tmp/x","command_id":"b"}"#,
+            r#"{"commandType":"PROCESS_LIST"}"#,
+        ];
+        for json in commands {
+            let command = decode_command(json).unwrap();
+            let plain = serde_json::to_vec(&command).unwrap();
+            let asking = asking_for_result(plain.clone());
+            assert!(asking.starts_with(REPLY_MEMBER.as_bytes()), "{json}");
+            let mut expected: serde_json::Value = serde_json::from_slice(&plain).unwrap();
+            expected["cmdrReply"] = "result".into();
+            let value: serde_json::Value = serde_json::from_slice(&asking).unwrap();
+            assert_eq!(value, expected, "{json}");
+            let decoded = cmdr_executors::decode_command_slice(&asking).unwrap();
+            assert_eq!(decoded, command, "{json}");
         }
     }
 }

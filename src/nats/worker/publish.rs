@@ -80,7 +80,8 @@ impl Publisher {
             tracing::warn!(command_id = %scoped, "a command without a producer: results dropped");
             return Published::Failed;
         };
-        let subject = subjects::results(producer, id);
+        // Made when first needed: not at all when the reply carries the only result.
+        let mut subject = None;
         // Durable mode: message ids of this run's results, `<run>.<n>`.
         let run = self
             .durable
@@ -100,14 +101,15 @@ impl Publisher {
                     Ok(true) => continue,
                     Ok(false) => {}
                     Err(e) => {
-                        tracing::warn!(%subject, "replying with a result failed, stopping the command: {e}");
+                        tracing::warn!(command_id = %scoped, "replying with a result failed, stopping the command: {e}");
                         return Published::Failed;
                     }
                 }
             }
             sent += 1;
             let msg_id = run.as_ref().map(|run| format!("{run}.{sent}"));
-            if let Err(e) = self.publish_as(&subject, &result, msg_id.as_deref()).await {
+            let subject = subject.get_or_insert_with(|| subjects::results(producer, id));
+            if let Err(e) = self.publish_as(subject, &result, msg_id.as_deref()).await {
                 tracing::warn!(%subject, "publishing a result failed, stopping the command: {e}");
                 return Published::Failed;
             }
@@ -121,9 +123,10 @@ impl Publisher {
     async fn reply_with(&self, reply: &Reply, result: &OutputResult) -> Result<bool, String> {
         if result.status.is_terminal() {
             let max_payload = self.client.max_payload().max(64 * 1024);
-            let mut parts = chunk::encode(result, max_payload).map_err(|e| e.to_string())?;
-            if let (Some(part), true) = (parts.pop(), parts.is_empty()) {
-                return reply.send_result(&self.client, part).await.map(|()| true);
+            // Encoded whole: one that needs splitting is published in parts, as below.
+            let whole = serde_json::to_vec(result).map_err(|e| e.to_string())?;
+            if whole.len() <= max_payload {
+                return reply.send_result(&self.client, whole).await.map(|()| true);
             }
         }
         reply.send_accepted(&self.client).await;
