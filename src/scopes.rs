@@ -1,6 +1,8 @@
 //! The process scopes of the front doors (docs/processes.md, "Scopes"): one name per
 //! owner, so every front door that addresses the same owner's processes agrees on it.
 
+use std::cell::RefCell;
+
 use cmdr_executors::Scope;
 
 /// The REST API's scope (`http`): one for the token holder.
@@ -19,9 +21,21 @@ pub fn mcp(session: &str) -> Scope {
     Scope::new(format!("mcp:{session}"))
 }
 
-/// A NATS producer's scope on a worker (`nats:<producer>`).
+/// A NATS producer's scope on a worker (`nats:<producer>`). The last one made on this
+/// thread is given again to the same producer: a worker makes one per command, most of
+/// them from the same producer, and a new one is two allocations (BENCHMARKS.md, N2b).
 pub fn nats(producer: &str) -> Scope {
-    Scope::new(format!("nats:{producer}"))
+    thread_local! {
+        static LAST: RefCell<Option<(Box<str>, Scope)>> = const { RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| match last {
+        Some((name, scope)) if **name == *producer => scope.clone(),
+        _ => {
+            let scope = Scope::new(format!("nats:{producer}"));
+            *last = Some((producer.into(), scope.clone()));
+            scope
+        }
+    })
 }
 
 /// The scope of a chat whose conversation is not saved (`cmdr chat --ephemeral`, or a
@@ -29,4 +43,19 @@ pub fn nats(producer: &str) -> Scope {
 /// of its own that nothing else can address.
 pub fn unsaved_chat() -> Scope {
     Scope::new(format!("chat:{}", uuid::Uuid::new_v4().simple()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each producer gets its own scope, named after it, whatever was asked before.
+    #[test]
+    fn a_producers_scope_is_its_own_whatever_came_before() {
+        for producer in ["a", "a", "b", "a", "ab", "a", "", "b", "b"] {
+            assert_eq!(nats(producer).as_str(), format!("nats:{producer}"));
+        }
+        assert_ne!(nats("a"), nats("b"));
+        assert_eq!(nats("a"), Scope::new("nats:a"));
+    }
 }

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 /// that one result: the command's JSON object with this member first, byte for byte (the
 /// producer writes it so; a worker compares the payload's first bytes and parses nothing
 /// more). Workers that predate it ignore the member, as any unknown field, and answer
-/// [`Accepted`]; producers that predate it do not send it and get [`Accepted`].
+/// [`Accepted`]; producers that predate the reply carrying results send neither it nor
+/// [`REPLY_HEADER`] and get [`Accepted`].
 pub const REPLY_MEMBER: &str = r#"{"cmdrReply":"result","#;
 
 /// The older form of [`REPLY_MEMBER`]: a request header, sent by producers before it (a

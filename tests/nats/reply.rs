@@ -138,25 +138,34 @@ async fn a_command_without_a_result_yet_is_answered_accepted() {
 }
 
 /// The member asks only where producers write it, first: elsewhere in the object it is an
-/// unknown field like any other, and the request is answered `Accepted`.
+/// unknown field like any other, and the request is answered `Accepted` — for a command
+/// whose first result is its terminal, which a reply asked for would carry.
 #[tokio::test]
 async fn the_member_asks_only_when_it_comes_first() {
     let server = NatsServer::start();
     let _worker = Worker::start(&server, None).await;
+    let dir = tempfile::tempdir().unwrap();
     let client = async_nats::connect(server.url()).await.unwrap();
-    let mut results = client.subscribe("cmdr.results.raw.late-1").await.unwrap();
+    let mut results = client.subscribe("cmdr.results.raw.*").await.unwrap();
     client.flush().await.unwrap();
-    let body = r#"{"command_id":"late-1","cmdrReply":"result","commandType":"BASH_EXEC","command":"echo hi"}"#;
-    let reply = client
-        .request("cmdr.commands.raw.BASH_EXEC", body.into())
-        .await
-        .unwrap();
-    assert!(result_in(&reply).is_none(), "{:?}", reply.payload);
-    let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
-    assert_eq!(accepted.command_id, "late-1");
-    let last = terminal_on(&mut results).await;
-    assert_eq!(last.status, ExecutionStatus::Succeeded, "{last:?}");
-    assert_eq!(last.exit_code, Some(0), "{last:?}");
+    for n in 0..5 {
+        let id = format!("late-{n}");
+        // Written out: `json!` sorts its keys, which would put the member first.
+        let path = serde_json::to_string(dir.path()).unwrap();
+        let body = format!(
+            r#"{{"command_id":"{id}","cmdrReply":"result","commandType":"LIST_DIRECTORY","path":{path}}}"#
+        );
+        let reply = client
+            .request("cmdr.commands.raw.LIST_DIRECTORY", body.into())
+            .await
+            .unwrap();
+        assert!(result_in(&reply).is_none(), "{:?}", reply.payload);
+        let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
+        assert_eq!(accepted.command_id, id);
+        let last = terminal_on(&mut results).await;
+        assert_eq!(last.command_id, id);
+        assert_eq!(last.status, ExecutionStatus::Succeeded, "{last:?}");
+    }
 }
 
 /// A producer of before the reply could carry results (a plain request) still gets
@@ -168,7 +177,8 @@ async fn a_plain_request_still_gets_accepted() {
     let client = async_nats::connect(server.url()).await.unwrap();
     let mut results = client.subscribe("cmdr.results.raw.old-1").await.unwrap();
     client.flush().await.unwrap();
-    let body = json!({"command_id":"old-1","commandType":"BASH_EXEC","command":"echo hi"});
+    // Its first result is its terminal: a reply asked for would carry it.
+    let body = json!({"command_id":"old-1","commandType":"BASH_EXEC","command":"true"});
     let reply = client
         .request("cmdr.commands.raw.BASH_EXEC", body.to_string().into())
         .await

@@ -913,9 +913,10 @@ impl Taken {
 }
 
 /// `payload`, one encoded command, as a request that takes its terminal result as the
-/// reply: [`REPLY_MEMBER`] in place of the object's opening brace.
+/// reply: [`REPLY_MEMBER`] in place of the object's opening brace (an object with no
+/// member at all, which no command is, is left as it is: the member's comma needs one).
 fn asking_for_result(mut payload: Vec<u8>) -> Vec<u8> {
-    if payload.first() == Some(&b'{') {
+    if payload.first() == Some(&b'{') && payload.get(1) != Some(&b'}') {
         payload.splice(..1, REPLY_MEMBER.bytes());
     }
     payload

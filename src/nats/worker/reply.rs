@@ -1,7 +1,8 @@
 //! Deferred replies (core mode): a producer whose command request begins with
-//! [`REPLY_MEMBER`] (or, before it, carried [`REPLY_HEADER`]` = `[`REPLY_RESULT`]) takes the command's **terminal result** as the reply: for a
-//! command that ends at once with one result (a no-op, a quick file read) that is two
-//! messages per command (request, reply), as for a bare request/reply, instead of three
+//! [`REPLY_MEMBER`] (or, before it, carried [`REPLY_HEADER`]` = `[`REPLY_RESULT`]) takes
+//! the command's **terminal result** as the reply: for a command that ends at once with
+//! one result (a no-op, a quick file read) that is two messages per command (request,
+//! reply), as for a bare request/reply, instead of three
 //! ([`Accepted`], then the result on the results subject). The reply carries no headers
 //! (parsing them costs async-nats more than the message saved): a result is told from an
 //! [`Accepted`] by its `status`.
@@ -18,7 +19,7 @@
 //! - the end of the command without any result sent (an undecodable command): an
 //!   [`Accepted`].
 //!
-//! Busy refusals are answered at once, with [`Accepted`]`{busy}`, whatever the header.
+//! Busy refusals are answered at once, with [`Accepted`]`{busy}`, whatever the request asks.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
