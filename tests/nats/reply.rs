@@ -36,17 +36,38 @@ fn result_in(reply: &async_nats::Message) -> Option<OutputResult> {
     serde_json::from_slice(&reply.payload).ok()
 }
 
+/// A server with one worker, and a client already subscribed to `results` (a results
+/// subject or pattern). Fields drop in order: the worker stops before its server.
+struct Pool {
+    client: async_nats::Client,
+    results: async_nats::Subscriber,
+    _worker: Worker,
+    _server: NatsServer,
+}
+
+impl Pool {
+    async fn listening_on(results: &str) -> Self {
+        let server = NatsServer::start();
+        let worker = Worker::start(&server, None).await;
+        let client = async_nats::connect(server.url()).await.unwrap();
+        let results = client.subscribe(results.to_owned()).await.unwrap();
+        client.flush().await.unwrap();
+        Self {
+            client,
+            results,
+            _worker: worker,
+            _server: server,
+        }
+    }
+}
+
 /// A worker replying with results carries each command's terminal once: in the reply or
 /// on the results subject, never both — asked by the request's first member or, as older
 /// producers ask, by its header.
 #[tokio::test]
 async fn a_worker_replies_with_the_terminal_once() {
-    let server = NatsServer::start();
-    let _worker = Worker::start(&server, None).await;
+    let mut pool = Pool::listening_on("cmdr.results.raw.*").await;
     let dir = tempfile::tempdir().unwrap();
-    let client = async_nats::connect(server.url()).await.unwrap();
-    let mut results = client.subscribe("cmdr.results.raw.*").await.unwrap();
-    client.flush().await.unwrap();
     let mut in_reply = [0; 2];
     for n in 0..40 {
         let body =
@@ -58,7 +79,8 @@ async fn a_worker_replies_with_the_terminal_once() {
         } else {
             asking_for_result(body)
         };
-        let reply = client
+        let reply = pool
+            .client
             .send_request("cmdr.commands.raw.LIST_DIRECTORY", request)
             .await
             .unwrap();
@@ -69,7 +91,7 @@ async fn a_worker_replies_with_the_terminal_once() {
         } else {
             let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
             assert!(accepted.worker.is_some(), "{accepted:?}");
-            let result = terminal_on(&mut results).await;
+            let result = terminal_on(&mut pool.results).await;
             assert_eq!(result.command_id, format!("r-{n}"));
         }
     }
@@ -84,11 +106,11 @@ async fn a_worker_replies_with_the_terminal_once() {
     // A fence: a plain request, answered `Accepted`, its terminal on the
     // subject after everything the worker published before.
     let fence = json!({"command_id":"fence","commandType":"LIST_DIRECTORY","path":dir.path()});
-    client
+    pool.client
         .request("cmdr.commands.raw.LIST_DIRECTORY", fence.to_string().into())
         .await
         .unwrap();
-    let next = terminal_on(&mut results).await;
+    let next = terminal_on(&mut pool.results).await;
     assert_eq!(next.command_id, "fence", "a terminal sent twice: {next:?}");
 }
 
@@ -97,15 +119,12 @@ async fn a_worker_replies_with_the_terminal_once() {
 /// results follow on the results subject.
 #[tokio::test]
 async fn a_command_without_a_result_yet_is_answered_accepted() {
-    let server = NatsServer::start();
-    let _worker = Worker::start(&server, None).await;
+    let mut pool = Pool::listening_on("cmdr.results.raw.slow-1").await;
     let (_dir, fifo) = gate();
-    let client = async_nats::connect(server.url()).await.unwrap();
-    let mut results = client.subscribe("cmdr.results.raw.slow-1").await.unwrap();
-    client.flush().await.unwrap();
     let script = format!("read x < '{}'; echo got $x", fifo.display());
     let body = json!({"command_id":"slow-1","commandType":"BASH_EXEC","command":script});
-    let reply = client
+    let reply = pool
+        .client
         .send_request(
             "cmdr.commands.raw.BASH_EXEC",
             asking_for_result(body.to_string()),
@@ -123,7 +142,7 @@ async fn a_command_without_a_result_yet_is_answered_accepted() {
         .unwrap();
     let mut output = String::new();
     let last = loop {
-        let message = tokio::time::timeout(PATIENCE, results.next())
+        let message = tokio::time::timeout(PATIENCE, pool.results.next())
             .await
             .unwrap()
             .unwrap();
@@ -142,12 +161,8 @@ async fn a_command_without_a_result_yet_is_answered_accepted() {
 /// whose first result is its terminal, which a reply asked for would carry.
 #[tokio::test]
 async fn the_member_asks_only_when_it_comes_first() {
-    let server = NatsServer::start();
-    let _worker = Worker::start(&server, None).await;
+    let mut pool = Pool::listening_on("cmdr.results.raw.*").await;
     let dir = tempfile::tempdir().unwrap();
-    let client = async_nats::connect(server.url()).await.unwrap();
-    let mut results = client.subscribe("cmdr.results.raw.*").await.unwrap();
-    client.flush().await.unwrap();
     for n in 0..5 {
         let id = format!("late-{n}");
         // Written out: `json!` sorts its keys, which would put the member first.
@@ -155,14 +170,15 @@ async fn the_member_asks_only_when_it_comes_first() {
         let body = format!(
             r#"{{"command_id":"{id}","cmdrReply":"result","commandType":"LIST_DIRECTORY","path":{path}}}"#
         );
-        let reply = client
+        let reply = pool
+            .client
             .request("cmdr.commands.raw.LIST_DIRECTORY", body.into())
             .await
             .unwrap();
         assert!(result_in(&reply).is_none(), "{:?}", reply.payload);
         let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
         assert_eq!(accepted.command_id, id);
-        let last = terminal_on(&mut results).await;
+        let last = terminal_on(&mut pool.results).await;
         assert_eq!(last.command_id, id);
         assert_eq!(last.status, ExecutionStatus::Succeeded, "{last:?}");
     }
@@ -172,14 +188,11 @@ async fn the_member_asks_only_when_it_comes_first() {
 /// `Accepted` at once.
 #[tokio::test]
 async fn a_plain_request_still_gets_accepted() {
-    let server = NatsServer::start();
-    let _worker = Worker::start(&server, None).await;
-    let client = async_nats::connect(server.url()).await.unwrap();
-    let mut results = client.subscribe("cmdr.results.raw.old-1").await.unwrap();
-    client.flush().await.unwrap();
+    let mut pool = Pool::listening_on("cmdr.results.raw.old-1").await;
     // Its first result is its terminal: a reply asked for would carry it.
     let body = json!({"command_id":"old-1","commandType":"BASH_EXEC","command":"true"});
-    let reply = client
+    let reply = pool
+        .client
         .request("cmdr.commands.raw.BASH_EXEC", body.to_string().into())
         .await
         .unwrap();
@@ -187,7 +200,7 @@ async fn a_plain_request_still_gets_accepted() {
     let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
     assert_eq!(accepted.command_id, "old-1");
     assert!(accepted.worker.is_some());
-    let last = terminal_on(&mut results).await;
+    let last = terminal_on(&mut pool.results).await;
     assert_eq!(last.status, ExecutionStatus::Succeeded);
 }
 
