@@ -49,7 +49,7 @@ fn main() -> ExitCode {
 /// [may](cmdr::cli::Cli::may_exit_at_once): nothing of its needs them (the runtime is shut
 /// down, the cgroups removed, the kernel closes the rest), and mimalloc's (collecting and
 /// purging its arenas) cost a one-shot `cmdr exec` ~0.15 ms (BENCHMARKS.md, X3). Its one
-/// stdout writer has been joined, so nobody holds stdout's lock; stderr is unbuffered.
+/// stdout writer has finished, so nobody holds stdout's lock; stderr is unbuffered.
 fn exit_now(code: u8) -> ! {
     use std::io::Write;
     let _ = std::io::stdout().lock().flush();
@@ -58,13 +58,16 @@ fn exit_now(code: u8) -> ! {
 }
 
 /// Logs go to stderr (stdout carries results); `RUST_LOG` / `CMDR_LOG` set the filter.
+/// Without either, warnings and errors, by a plain level: parsing the default as a filter
+/// was ~1.5 % of a one-shot `cmdr exec` (BENCHMARKS.md, X3).
 fn init_logging() {
-    let filter = std::env::var("CMDR_LOG")
-        .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "warn".to_owned());
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .init();
+        .with_ansi(std::io::stderr().is_terminal());
+    match std::env::var("CMDR_LOG").or_else(|_| std::env::var("RUST_LOG")) {
+        Ok(filter) => logs
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .init(),
+        Err(_) => logs.with_max_level(tracing::Level::WARN).init(),
+    }
 }

@@ -38,6 +38,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::process_refs::{ProcessRefs, Tracker};
+use super::stdout::Stdout;
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 use crate::json_lines::{JsonLines, Piece};
 
@@ -47,6 +48,11 @@ const OUTPUT_QUEUE: usize = 256;
 /// Bytes of stdout gathered before a write: small lines share one `write`; an output chunk
 /// (longer) is written as soon as it is encoded.
 const STDOUT_BUFFER: usize = 32 * 1024;
+
+/// Bytes the printer writes from the runtime before it moves to a thread of its own (see
+/// [`spawn_printer`]): more than most commands print, less than one read of a large
+/// output.
+const INLINE_OUTPUT: usize = 64 * 1024;
 
 /// How long an interrupted run waits for a cancelled command's own terminal result (a
 /// shell gets SIGTERM, then SIGKILL 2 s later).
@@ -396,29 +402,61 @@ async fn print(lines: &mpsc::Sender<OutputResult>, result: OutputResult) -> bool
     lines.send(result).await.is_ok()
 }
 
-/// One thread owns stdout: results are encoded there (a chunk's JSON escaping overlaps
-/// the reading of the next one on another thread) into one reused buffer, written in the
+/// One printer owns stdout: results are encoded into one reused buffer, written in the
 /// order received, and flushed whenever the queue runs dry or the buffer is full. Resolves
 /// to false if stdout failed (e.g. a closed pipe).
+///
+/// It starts on the runtime, writing through [`Stdout`] (which never blocks it), so a run
+/// whose output is small — most commands an agent runs — starts no thread for it. Past
+/// [`INLINE_OUTPUT`] bytes it moves to a thread of its own, where a chunk's JSON escaping
+/// overlaps the reading of the next one; that thread is also where stdout goes when
+/// [`Stdout`] has no way to write it without blocking.
 ///
 /// A plain blocking thread, not `tokio::io::stdout()`: tokio's stdout hands every write to
 /// a blocking-pool thread and waits for it (two thread wake-ups per line), which cost more
 /// than the writing itself on large output (BENCHMARKS.md, issue 19).
 fn spawn_printer() -> (mpsc::Sender<OutputResult>, tokio::task::JoinHandle<bool>) {
-    let (tx, mut rx) = mpsc::channel::<OutputResult>(OUTPUT_QUEUE);
-    let task = tokio::task::spawn_blocking(move || {
-        // Not locked for the whole run: a stray `println!` elsewhere must not deadlock.
-        let mut out = std::io::stdout();
-        let mut buf = Vec::with_capacity(STDOUT_BUFFER);
-        while let Some(mut result) = rx.blocking_recv() {
-            if let Err(e) = crate::result_line::encode(&mut result, &mut buf) {
-                tracing::error!("encoding a result: {e}");
-                return false;
-            }
-            buf.push(b'\n');
-            if buf.len() < STDOUT_BUFFER && !rx.is_empty() {
-                continue;
-            }
+    let (tx, rx) = mpsc::channel::<OutputResult>(OUTPUT_QUEUE);
+    let task = match Stdout::open() {
+        Some(stdout) => tokio::spawn(print_inline(rx, stdout)),
+        None => tokio::task::spawn_blocking(move || print_blocking(rx, Vec::new())),
+    };
+    (tx, task)
+}
+
+/// The printer on the runtime, until the output outgrows [`INLINE_OUTPUT`].
+async fn print_inline(mut rx: mpsc::Receiver<OutputResult>, stdout: Stdout) -> bool {
+    let mut buf = Vec::new();
+    let mut written = 0;
+    while let Some(mut result) = rx.recv().await {
+        if !encode_line(&mut result, &mut buf) {
+            return false;
+        }
+        if written + buf.len() > INLINE_OUTPUT {
+            let thread = tokio::task::spawn_blocking(move || print_blocking(rx, buf));
+            return thread.await.unwrap_or(false);
+        }
+        if buf.len() < STDOUT_BUFFER && !rx.is_empty() {
+            continue;
+        }
+        if let Err(e) = stdout.write_all(&buf).await {
+            // Usually a closed pipe (`cmdr exec … | head`): not worth a warning.
+            tracing::debug!("writing results to stdout: {e}");
+            return false;
+        }
+        written += buf.len();
+        buf.clear();
+    }
+    true
+}
+
+/// The printer on a thread of its own; `buf` holds lines encoded but not yet written.
+fn print_blocking(mut rx: mpsc::Receiver<OutputResult>, mut buf: Vec<u8>) -> bool {
+    // Not locked for the whole run: a stray `println!` elsewhere must not deadlock.
+    let mut out = std::io::stdout();
+    buf.reserve(STDOUT_BUFFER);
+    loop {
+        if !buf.is_empty() && (buf.len() >= STDOUT_BUFFER || rx.is_empty()) {
             let written = out.write_all(&buf).and_then(|()| out.flush());
             buf.clear();
             if let Err(e) = written {
@@ -427,7 +465,21 @@ fn spawn_printer() -> (mpsc::Sender<OutputResult>, tokio::task::JoinHandle<bool>
                 return false;
             }
         }
-        true
-    });
-    (tx, task)
+        let Some(mut result) = rx.blocking_recv() else {
+            return true;
+        };
+        if !encode_line(&mut result, &mut buf) {
+            return false;
+        }
+    }
+}
+
+/// Appends `result` as one JSON line; false (logged) if it could not be encoded.
+fn encode_line(result: &mut OutputResult, buf: &mut Vec<u8>) -> bool {
+    if let Err(e) = crate::result_line::encode(result, buf) {
+        tracing::error!("encoding a result: {e}");
+        return false;
+    }
+    buf.push(b'\n');
+    true
 }

@@ -4,6 +4,7 @@
 mod cli;
 mod error_codes;
 mod exec_processes;
+mod exec_stdout;
 mod interrupt;
 mod odd_files;
 mod process_tree;
