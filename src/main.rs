@@ -16,7 +16,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
 fn main() -> ExitCode {
-    let cli = cmdr::cli::Cli::parse();
+    let cli = cmdr::cli::Cli::one_shot().unwrap_or_else(cmdr::cli::Cli::parse);
     let exit_at_once = cli.may_exit_at_once();
     init_logging();
     // Before any command runs: they must not read cmdr's secrets from /proc.

@@ -10,6 +10,7 @@ mod concurrency;
 mod confine;
 mod exec;
 mod nats_args;
+mod one_shot;
 mod output_limit;
 mod process_refs;
 mod runner;
