@@ -58,8 +58,8 @@ fn exit_now(code: u8) -> ! {
 }
 
 /// Logs go to stderr (stdout carries results); `RUST_LOG` / `CMDR_LOG` set the filter.
-/// Without either, warnings and errors, by a plain level: parsing the default as a filter
-/// was ~1.5 % of a one-shot `cmdr exec` (BENCHMARKS.md, X3).
+/// Without either, warnings and errors by a plain level: no filter to parse at the start
+/// of every one-shot `cmdr exec` (BENCHMARKS.md, X3).
 fn init_logging() {
     let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

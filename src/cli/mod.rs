@@ -91,9 +91,10 @@ impl Cli {
 
     /// Whether the process may end with `_exit`, skipping the C library's exit handlers,
     /// once [`Cli::run`] has returned: only `cmdr exec` and `cmdr submit`, whose one stdout
-    /// writer (the printer, on the runtime or its own thread) has finished by then. A server's threads
-    /// may still be blocked on a client's full pipe, holding stdout's lock (normal exit
-    /// skips a locked stdout), and a one-shot run is where the handlers' ~0.15 ms show.
+    /// writer (the printer, on the runtime or its own thread) has finished by then. A
+    /// server's threads may still be blocked on a client's full pipe, holding stdout's lock
+    /// (normal exit skips a locked stdout), and a one-shot run is where the handlers'
+    /// ~0.15 ms show.
     /// Tools that write at exit (coverage, leak checkers) see nothing of these runs.
     pub fn may_exit_at_once(&self) -> bool {
         matches!(&self.command, CliCommand::Exec(_) | CliCommand::Submit(_))
