@@ -1,7 +1,7 @@
 //! What `cmdr exec` writes its results to: a pipe, a socket or a file it was given, each
 //! left as it was given (the descriptor's flags are shared with whoever gave it), every
-//! line arriving in order, and a reader that stops reading stalling nothing but the
-//! printing (the commands' timeouts still fire).
+//! line arriving in order, a reader that stops reading stalling nothing but the printing
+//! (the commands' timeouts still fire), and a reader that goes away ending the run.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -131,15 +131,7 @@ async fn a_reader_that_stops_reading_does_not_stop_a_commands_timeout() {
     let (mut reader, writer) = std::io::pipe().unwrap();
     fcntl(&writer, FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
     let mut child = cmdr(&json, writer);
-    let mut pid = None;
-    super::eventually("the shell wrote its pid", || {
-        pid = std::fs::read_to_string(&pid_file)
-            .ok()
-            .and_then(|text| text.trim().parse::<i32>().ok());
-        pid.is_some()
-    })
-    .await;
-    let pid = pid.unwrap_or_default();
+    let pid = shell_pid(&pid_file).await;
     super::eventually("the timed-out shell was killed", || gone(pid)).await;
     let mut text = Vec::new();
     reader.read_to_end(&mut text).unwrap();
@@ -150,4 +142,55 @@ async fn a_reader_that_stops_reading_does_not_stop_a_commands_timeout() {
     assert_eq!(last.status, ExecutionStatus::Failed, "{last:?}");
     assert_eq!(last.error_code.as_deref(), Some("TIMEOUT"), "{last:?}");
     assert_eq!(super::data(&results), "a".repeat(20_000));
+}
+
+/// A reader that goes away mid-command (an agent killed): cmdr sees it at its next line,
+/// ends with a failure and stops the command, over a pipe and over a socket.
+#[tokio::test]
+async fn a_reader_that_goes_away_ends_the_run_and_its_command() {
+    for over_socket in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let json = serde_json::json!({
+            "commandType": "BASH_EXEC",
+            "command": format!(
+                "echo $$ > {}; while :; do echo tick; sleep 0.05; done",
+                pid_file.display()
+            ),
+        })
+        .to_string();
+        let (mut child, reader): (_, Box<dyn std::any::Any>) = if over_socket {
+            let (ours, theirs) = UnixStream::pair().unwrap();
+            (cmdr(&json, OwnedFd::from(theirs)), Box::new(ours))
+        } else {
+            let (reader, writer) = std::io::pipe().unwrap();
+            (cmdr(&json, writer), Box::new(reader))
+        };
+        let pid = shell_pid(&pid_file).await;
+        drop(reader);
+        let mut status = None;
+        super::eventually("cmdr ended", || {
+            status = child.try_wait().unwrap();
+            status.is_some()
+        })
+        .await;
+        assert!(
+            !status.is_some_and(|s| s.success()),
+            "socket: {over_socket}"
+        );
+        super::eventually("the command was stopped", || gone(pid)).await;
+    }
+}
+
+/// The pid a command's shell wrote to `file`, once it has.
+async fn shell_pid(file: &std::path::Path) -> i32 {
+    let mut pid = None;
+    super::eventually("the shell wrote its pid", || {
+        pid = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|text| text.trim().parse::<i32>().ok());
+        pid.is_some()
+    })
+    .await;
+    pid.unwrap_or_default()
 }
