@@ -6,9 +6,11 @@
 //! relays a pipe. X2: `FILE_READ` of the same file through `cmdr exec`, against
 //! `serde_json` escaping the same text in 64 KiB chunks into a buffer (what printing it
 //! as JSON costs at least) and `cat FILE > /dev/null`. Each side is a whole process run,
-//! spawn to exit; the file is written once and read warm. Checked outside the timed part:
-//! one run of each cmdr command with its output piped here, every line valid JSON, the
-//! `resultData` of its `RUNNING` lines equal to the file, one `SUCCEEDED` terminal.
+//! spawn to exit; the file is written once and read warm. X2e (information): cmdr's own
+//! escaper (`cmdr::json_escape`) on the same 64 KiB chunks, against `serde_json`.
+//! Checked outside the timed part: one run of each cmdr command with its output piped
+//! here, every line valid JSON, the `resultData` of its `RUNNING` lines equal to the file,
+//! one `SUCCEEDED` terminal.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -54,15 +56,21 @@ pub fn run(_rt: &tokio::runtime::Runtime, cfg: &Config) -> Result<Vec<Row>, Fail
                 timed(Command::new(CMDR).args(["exec", &read]))
             }),
             Side::new("serde_json escaping, 64 KiB chunks", unit, || {
-                escaped(&text)
+                escaped(&text, |chunk, out| Ok(serde_json::to_writer(out, chunk)?))
+            }),
+            Side::new("cmdr's escaper, 64 KiB chunks", unit, || {
+                escaped(&text, |chunk, out| {
+                    cmdr::json_escape::escape_into(chunk, out);
+                    Ok(())
+                })
             }),
             Side::new("cat FILE > /dev/null", unit, || {
                 timed(Command::new("cat").arg(&path))
             }),
         ],
     );
-    let [cmdr_bash, piped, cmdr_read, serde, cat] =
-        <[_; 5]>::try_from(timings).map_err(|_| check_failed("five timings expected"))?;
+    let [cmdr_bash, piped, cmdr_read, serde, ours, cat] =
+        <[_; 6]>::try_from(timings).map_err(|_| check_failed("six timings expected"))?;
     let name = |what: &str| format!("X{what} {mb} MB → cmdr exec → /dev/null");
     Ok(vec![
         Row::new(name("1 BASH_EXEC"), &cmdr_bash, &piped, Goal::AtLeast(0.9)),
@@ -73,6 +81,12 @@ pub fn run(_rt: &tokio::runtime::Runtime, cfg: &Config) -> Result<Vec<Row>, Fail
             Goal::AtLeastGBps(1.0),
         ),
         Row::new(name("2 FILE_READ (vs cat)"), &cmdr_read, &cat, Goal::Info),
+        Row::new(
+            format!("X2e cmdr's JSON escaper, {mb} MB in 64 KiB chunks"),
+            &ours,
+            &serde,
+            Goal::Info,
+        ),
     ])
 }
 
@@ -108,8 +122,8 @@ fn timed(command: &mut Command) -> Sample {
     Ok(elapsed)
 }
 
-/// `serde_json` writing `text` as 64 KiB JSON strings into one reused buffer.
-fn escaped(text: &str) -> Sample {
+/// `escape` writing `text` as 64 KiB JSON strings into one reused buffer.
+fn escaped(text: &str, escape: impl Fn(&str, &mut Vec<u8>) -> Result<(), Failure>) -> Sample {
     let mut out = Vec::with_capacity(200 * 1024);
     let (mut rest, mut written) = (text, 0);
     let started = Instant::now();
@@ -120,7 +134,7 @@ fn escaped(text: &str) -> Sample {
         }
         let (chunk, tail) = rest.split_at(cut);
         out.clear();
-        serde_json::to_writer(&mut out, chunk)?;
+        escape(chunk, &mut out)?;
         written += out.len();
         rest = tail;
     }
