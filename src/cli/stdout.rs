@@ -15,8 +15,8 @@
 //! - a **regular file or a device that is not a terminal** (`/dev/null`) never waits for
 //!   a reader: written as it is.
 //!
-//! Anything else — no `/proc`, a pipe cmdr may not reopen, stdout closed — gets `None`,
-//! and the caller keeps the thread.
+//! Anything else — no `/proc`, a pipe cmdr may not reopen, a pipe or terminal given
+//! read-only, stdout closed — gets `None`, and the caller keeps the thread.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -52,6 +52,11 @@ impl Stdout {
                 Some(Self::Direct)
             }
             FileType::Fifo | FileType::CharacterDevice => {
+                // Reopening asks for write access anew: a pipe or terminal given read-only
+                // must stay unwritten, as the descriptor itself is.
+                if !writable(&stdout).unwrap_or(false) {
+                    return None;
+                }
                 let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
                 let fd = rustix::fs::open(OWN_STDOUT, flags, Mode::empty()).ok()?;
                 register(File::from(fd)).map(Self::Reopened)
@@ -106,6 +111,12 @@ async fn write_once<T: AsRawFd>(
             return done;
         }
     }
+}
+
+/// Whether `fd` was opened for writing.
+fn writable(fd: impl AsFd) -> io::Result<bool> {
+    let mode = rustix::fs::fcntl_getfl(fd)? & OFlags::RWMODE;
+    Ok(mode == OFlags::WRONLY || mode == OFlags::RDWR)
 }
 
 /// `fd` registered with the runtime for readiness.

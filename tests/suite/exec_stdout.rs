@@ -112,6 +112,24 @@ fn output_past_what_is_written_from_the_runtime_arrives_whole_and_in_order() {
     );
 }
 
+/// A pipe given read-only as stdout stays unwritten: reopening it for writing would turn a
+/// descriptor cmdr may only read into one it writes (the results go nowhere, as they
+/// always did with such a stdout).
+#[test]
+fn a_pipe_given_read_only_is_not_written() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    let mut child = cmdr(HELLO, reader.try_clone().unwrap());
+    child.wait().unwrap();
+    drop(writer);
+    let mut text = Vec::new();
+    (&reader).read_to_end(&mut text).unwrap();
+    assert!(
+        text.is_empty(),
+        "cmdr wrote into the read end it was given: {:?}",
+        String::from_utf8_lossy(&text)
+    );
+}
+
 /// The reader's pipe holds one page and nobody reads it: the printer waits, and the
 /// command's timeout still ends the command (a printer blocking the runtime would leave
 /// the shell running).
