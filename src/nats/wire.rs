@@ -20,6 +20,12 @@ pub const REPLY_HEADER: &str = "Cmdr-Reply";
 /// The value of [`REPLY_HEADER`].
 pub const REPLY_RESULT: &str = "result";
 
+/// Durable mode: a header on each stored result of a command's run (after its first) naming
+/// the stream sequence of the run's previous stored result. A follower whose consumer hands
+/// it a result whose predecessor it never delivered knows that its consumer skipped one (a
+/// replica that missed it while the stream's leader died) and reads it from the leader.
+pub const RESULT_AFTER_HEADER: &str = "Cmdr-Result-After";
+
 /// A worker's reply to a command it received (core mode): the producer knows at once that
 /// a worker took it, or that none is listening. (Asked with [`REPLY_MEMBER`], the reply
 /// may instead be the command's terminal result.)

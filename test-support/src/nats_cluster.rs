@@ -48,9 +48,10 @@ impl NatsCluster {
             std::fs::write(
                 &config,
                 format!(
-                    "server_name: n{i}\nlisten: 127.0.0.1:{port}\n\
+                    "server_name: n{i}\nlisten: 127.0.0.1:{port}\nlog_file: {:?}\n\
                      jetstream {{ store_dir: {:?} }}\n\
                      cluster {{ name: cmdr-test, listen: 127.0.0.1:{route}, routes: [{}] }}\n",
+                    dir.path().join(format!("n{i}.log")).display().to_string(),
                     store.display().to_string(),
                     routes.join(", ")
                 ),
@@ -105,16 +106,36 @@ impl NatsCluster {
         }
     }
 
+    /// The last lines of each node's log (for a failure's message).
+    fn logs(&self) -> String {
+        (0..3)
+            .map(|i| {
+                let log = self._dir.path().join(format!("n{i}.log"));
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+                format!("--- n{i}\n{tail}\n")
+            })
+            .collect()
+    }
+
     /// Waits until JetStream answers (the cluster elected a meta leader).
     async fn wait_for_jetstream(&self) {
         let urls: Vec<String> = (0..3).map(|i| self.url(i)).collect();
-        let client = async_nats::connect(urls).await.unwrap();
+        // Asked often with a short timeout: a request made before the meta leader is
+        // elected goes unanswered, and the client's default (10 s) would sit it out.
+        let client = async_nats::ConnectOptions::new()
+            .request_timeout(Some(Duration::from_secs(1)))
+            .connect(urls)
+            .await
+            .unwrap();
         let js = async_nats::jetstream::new(client);
         let deadline = Instant::now() + Duration::from_secs(30);
         while js.query_account().await.is_err() {
             assert!(
                 Instant::now() < deadline,
-                "the cluster's JetStream never came up"
+                "the cluster's JetStream never came up; the nodes' logs:\n{}",
+                self.logs()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -390,3 +390,37 @@ async fn durable_cancel_and_poison_messages() {
     );
     until_all_acknowledged(&server).await;
 }
+
+#[tokio::test]
+async fn each_stored_result_names_the_one_stored_before_it() {
+    let server = NatsServer::start();
+    let producer = durable_producer(&server).await;
+    let (stop, task) = durable_worker(&server).await;
+    let json =
+        r#"{"command_id":"chain","commandType":"BASH_EXEC","command":"echo a; sleep 0.1; echo b"}"#;
+    let messages = collect(producer.submit(command(json)).await.unwrap()).await;
+    assert_ok(&messages);
+    // The stream as stored, this command's subject only, in order.
+    let js = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let mut stream = js.get_stream(RESULTS_STREAM).await.unwrap();
+    let last = stream.info().await.unwrap().state.last_sequence;
+    let subject = format!("cmdr.results.{}.chain", producer.id());
+    let mut stored = Vec::new();
+    for sequence in 1..=last {
+        let message = stream.get_raw_message(sequence).await.unwrap();
+        if message.subject.as_str() == subject {
+            let after = message
+                .headers
+                .get(cmdr::nats::wire::RESULT_AFTER_HEADER)
+                .map(|value| value.as_str().parse::<u64>().unwrap());
+            stored.push((sequence, after));
+        }
+    }
+    assert!(stored.len() >= 2, "output and terminal stored: {stored:?}");
+    assert_eq!(stored[0].1, None, "the first names none: {stored:?}");
+    for pair in stored.windows(2) {
+        assert_eq!(pair[1].1, Some(pair[0].0), "{stored:?}");
+    }
+    stop.cancel();
+    tokio::time::timeout(PATIENCE, task).await.unwrap().unwrap();
+}

@@ -23,6 +23,13 @@
 //! pause doubles up to [`LAST_CHECK`]), so a thousand silent followers cost a few requests
 //! a second.
 //!
+//! A consumer can also skip a result and deliver the ones after it (a replica that missed
+//! one while the stream's leader died: seen in the cluster test as a command whose
+//! terminal arrived without its output). Each stored result after a run's first names its
+//! predecessor's stream sequence ([`RESULT_AFTER_HEADER`]); a follower handed a result
+//! whose predecessor it never delivered reads what lies between from the stream leader
+//! first, so no result is handed over past a hole.
+//!
 //! Each consumer is deleted as soon as it is done with, not left for the server to expire:
 //! a producer following thousands of commands a minute would otherwise pile up thousands
 //! of idle consumers and reach the server's consumer limit (measured: commands stalled
@@ -38,6 +45,7 @@ use tokio::sync::mpsc;
 
 use crate::nats::durable::RESULTS_STREAM;
 use crate::nats::subjects;
+use crate::nats::wire::RESULT_AFTER_HEADER;
 
 /// Results buffered between the follower task and the reader.
 const BUFFER: usize = 64;
@@ -198,9 +206,14 @@ impl Follower {
                     return false;
                 }
             };
-            *failures = 0;
             check_after = FIRST_CHECK;
             let sequence = message.info().ok().map(|info| info.stream_sequence);
+            if let (Some(sequence), Some(after)) = (sequence, after(&message)) {
+                if let Some(finished) = self.fill_gap(tx, next_sequence, after, sequence).await {
+                    return finished;
+                }
+            }
+            *failures = 0;
             if let Some(finished) = hand_over(tx, next_sequence, sequence, &message.payload).await {
                 return finished;
             }
@@ -218,7 +231,7 @@ impl Follower {
         let mut caught_up = 0usize;
         loop {
             let next = self.next_stored(next_sequence.unwrap_or(1)).await;
-            let Some(message) = next else {
+            let Some(message) = next.ok().flatten() else {
                 if caught_up == 0 {
                     return None;
                 }
@@ -238,8 +251,51 @@ impl Follower {
         }
     }
 
-    /// The first result stored at or after `from`, as the stream leader has it.
-    async fn next_stored(&self, from: u64) -> Option<jetstream::message::StreamMessage> {
+    /// Before the result at `sequence`, whose predecessor is at `after`: if that was never
+    /// handed over (the consumer skipped it), hands over what the stream leader holds
+    /// between the last one delivered and `sequence`. `Some(true)` when following is
+    /// finished (as [`hand_over`]); `Some(false)` when the leader cannot be asked (the
+    /// follower resumes on a new consumer after the last result delivered, and asks again).
+    async fn fill_gap(
+        &self,
+        tx: &mpsc::Sender<Followed>,
+        next_sequence: &mut Option<u64>,
+        after: u64,
+        sequence: u64,
+    ) -> Option<bool> {
+        if after < next_sequence.unwrap_or(1) || after >= sequence {
+            return None;
+        }
+        let mut filled = 0usize;
+        loop {
+            let Ok(next) = self.next_stored(next_sequence.unwrap_or(1)).await else {
+                return Some(false);
+            };
+            let Some(message) = next else { break };
+            if message.sequence >= sequence {
+                break;
+            }
+            filled += 1;
+            let handed = hand_over(tx, next_sequence, Some(message.sequence), &message.payload);
+            if let Some(finished) = handed.await {
+                return Some(finished);
+            }
+        }
+        let (subject, consumer) = (&self.subject, &self.name);
+        if next_sequence.unwrap_or(1) <= after {
+            tracing::warn!(%subject, after, sequence, "a result is missing from the results stream");
+        } else {
+            tracing::info!(%subject, %consumer, filled, "results consumer skipped results; read them from the leader");
+        }
+        None
+    }
+
+    /// The first result stored at or after `from`, as the stream leader has it (`None`:
+    /// there is none); `Err` when the leader cannot be asked.
+    async fn next_stored(
+        &self,
+        from: u64,
+    ) -> Result<Option<jetstream::message::StreamMessage>, ()> {
         let request = self
             .stream
             .raw_message_builder()
@@ -247,15 +303,16 @@ impl Follower {
             .next_by_subject(self.subject.clone())
             .send();
         match tokio::time::timeout(CHECK_TIMEOUT, request).await {
-            Ok(Ok(message)) => Some(message),
-            Ok(Err(e)) => {
-                if e.kind() != jetstream::stream::RawMessageErrorKind::NoMessageFound {
-                    let subject = &self.subject;
-                    tracing::debug!(%subject, "asking the stream leader for results: {e}");
-                }
-                None
+            Ok(Ok(message)) => Ok(Some(message)),
+            Ok(Err(e)) if e.kind() == jetstream::stream::RawMessageErrorKind::NoMessageFound => {
+                Ok(None)
             }
-            Err(_) => None,
+            Ok(Err(e)) => {
+                let subject = &self.subject;
+                tracing::debug!(%subject, "asking the stream leader for results: {e}");
+                Err(())
+            }
+            Err(_) => Err(()),
         }
     }
 
@@ -266,6 +323,12 @@ impl Follower {
             tracing::debug!(%subject, "deleting a results consumer: {e}");
         }
     }
+}
+
+/// The stream sequence of the result stored before `message` in its run, if it names one.
+fn after(message: &jetstream::Message) -> Option<u64> {
+    let value = message.headers.as_ref()?.get(RESULT_AFTER_HEADER)?;
+    value.as_str().parse().ok()
 }
 
 /// Hands one stored result (at stream `sequence`) to `tx`, unless it was handed over
@@ -290,4 +353,80 @@ async fn hand_over(
         return Some(true);
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use cmdr_executors::ExecutionStatus;
+    use cmdr_test_support::nats_server::NatsServer;
+
+    use super::*;
+    use crate::nats::durable::{ensure_streams, DurableSettings};
+
+    /// Stores one result of command `c` naming `after`; its stream sequence.
+    async fn store(js: &jetstream::Context, subject: &str, json: &str, after: Option<u64>) -> u64 {
+        let mut headers = async_nats::HeaderMap::new();
+        if let Some(after) = after {
+            headers.insert(RESULT_AFTER_HEADER, after.to_string().as_str());
+        }
+        let ack = js
+            .publish_with_headers(subject.to_owned(), headers, json.to_owned().into())
+            .await
+            .unwrap();
+        ack.await.unwrap().sequence
+    }
+
+    fn result(status: &str, data: &str) -> String {
+        format!(
+            r#"{{"command_id":"c","commandType":"BASH_EXEC","status":"{status}","resultData":"{data}"}}"#
+        )
+    }
+
+    #[tokio::test]
+    async fn a_result_its_consumer_skipped_is_read_from_the_leader_first() {
+        let server = NatsServer::start();
+        let js = jetstream::new(async_nats::connect(server.url()).await.unwrap());
+        ensure_streams(&js, &DurableSettings::default())
+            .await
+            .unwrap();
+        let subject = subjects::results("p", "c");
+        // Another command's result in between: stream sequences are stream-wide.
+        store(
+            &js,
+            &subjects::results("p", "other"),
+            &result("RUNNING", "x"),
+            None,
+        )
+        .await;
+        let first = store(&js, &subject, &result("RUNNING", "a"), None).await;
+        store(
+            &js,
+            &subjects::results("p", "other"),
+            &result("RUNNING", "y"),
+            None,
+        )
+        .await;
+        let second = store(&js, &subject, &result("RUNNING", "b"), Some(first)).await;
+        store(&js, &subject, &result("SUCCEEDED", "c"), Some(second)).await;
+        // A consumer that skipped the first result: it delivers from the second on.
+        let mut follower = Follower::start(&js, &subject, Some(second)).await.unwrap();
+        let (tx, mut rx) = mpsc::channel(8);
+        let (mut next_sequence, mut failures) = (None, 0);
+        let finished = follower.forward(&tx, &mut next_sequence, &mut failures);
+        assert!(finished.await, "following ends with the terminal");
+        follower.delete().await;
+        drop(tx);
+        let mut got = Vec::new();
+        while let Some(followed) = rx.recv().await {
+            let followed = followed.unwrap();
+            got.push((followed.status, followed.result_data));
+        }
+        let expected = [
+            (ExecutionStatus::Running, "a"),
+            (ExecutionStatus::Running, "b"),
+            (ExecutionStatus::Succeeded, "c"),
+        ]
+        .map(|(status, data)| (status, data.to_owned()));
+        assert_eq!(got, expected);
+    }
 }

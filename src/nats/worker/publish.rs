@@ -3,6 +3,8 @@
 //! `CMDR_RESULTS` (retried under a message id unique to this run of the command, so a
 //! retry is de-duplicated while a later run's output is not) before the next one is sent
 //! and before the command is acknowledged: a terminal never arrives without its output.
+//! Each stored result after a run's first names its predecessor's stream sequence
+//! ([`RESULT_AFTER_HEADER`]), so a follower can tell when its consumer skipped one.
 
 use std::time::Duration;
 
@@ -14,6 +16,7 @@ use cmdr_executors::{OutputResult, ResultStream};
 use super::reply::Reply;
 use crate::nats::chunk;
 use crate::nats::subjects;
+use crate::nats::wire::RESULT_AFTER_HEADER;
 
 /// Attempts to store a result (the server may be restarting, a cluster electing).
 const TERMINAL_ATTEMPTS: u32 = 20;
@@ -88,6 +91,8 @@ impl Publisher {
             .is_some()
             .then(|| uuid::Uuid::new_v4().simple().to_string());
         let mut sent = 0u64;
+        // Durable mode: the stream sequence of this run's last stored result.
+        let mut previous = None;
         while let Some(mut result) = stream.next().await {
             // The producer knows the command by its own id.
             id.clone_into(&mut result.command_id);
@@ -109,7 +114,10 @@ impl Publisher {
             sent += 1;
             let msg_id = run.as_ref().map(|run| format!("{run}.{sent}"));
             let subject = subject.get_or_insert_with(|| subjects::results(producer, id));
-            if let Err(e) = self.publish_as(subject, &result, msg_id.as_deref()).await {
+            let published = self
+                .publish_as(subject, &result, msg_id.as_deref(), &mut previous)
+                .await;
+            if let Err(e) = published {
                 tracing::warn!(%subject, "publishing a result failed, stopping the command: {e}");
                 return Published::Failed;
             }
@@ -147,22 +155,26 @@ impl Publisher {
     /// Publishes one result (in as many parts as `max_payload` needs).
     pub(super) async fn publish(&self, subject: &str, result: &OutputResult) -> Result<(), String> {
         let once = uuid::Uuid::new_v4().simple().to_string();
-        self.publish_as(subject, result, Some(&once)).await
+        self.publish_as(subject, result, Some(&once), &mut None)
+            .await
     }
 
-    /// Publishes one result; in durable mode each part is stored under `msg_id.<part>`.
+    /// Publishes one result; in durable mode each part is stored under `msg_id.<part>`,
+    /// naming the stream sequence of the part stored before it (`previous`, then updated).
     async fn publish_as(
         &self,
         subject: &str,
         result: &OutputResult,
         msg_id: Option<&str>,
+        previous: &mut Option<u64>,
     ) -> Result<(), String> {
         let max_payload = self.client.max_payload().max(64 * 1024);
         let parts = chunk::encode(result, max_payload).map_err(|e| e.to_string())?;
         for (i, part) in parts.into_iter().enumerate() {
             match (&self.durable, msg_id) {
                 (Some(js), Some(msg_id)) => {
-                    store(js, subject, part, &format!("{msg_id}.{i}")).await?;
+                    let id = format!("{msg_id}.{i}");
+                    *previous = Some(store(js, subject, part, &id, *previous).await?);
                 }
                 _ => self
                     .client
@@ -175,25 +187,30 @@ impl Publisher {
     }
 }
 
-/// Publishes through JetStream under `msg_id` and waits for the stream's acknowledgement,
-/// retrying (de-duplicated by the id) while the server is unreachable.
+/// Publishes through JetStream under `msg_id` (naming the `previous` result's stream
+/// sequence) and waits for the stream's acknowledgement, retrying (de-duplicated by the
+/// id) while the server is unreachable. The stored message's stream sequence.
 async fn store(
     js: &jetstream::Context,
     subject: &str,
     payload: Vec<u8>,
     msg_id: &str,
-) -> Result<(), String> {
+    previous: Option<u64>,
+) -> Result<u64, String> {
     let payload = bytes::Bytes::from(payload);
     let mut last_error = String::new();
     for _ in 0..TERMINAL_ATTEMPTS {
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(async_nats::header::NATS_MESSAGE_ID, msg_id);
+        if let Some(previous) = previous {
+            headers.insert(RESULT_AFTER_HEADER, previous.to_string().as_str());
+        }
         let sent = js
             .publish_with_headers(subject.to_owned(), headers, payload.clone())
             .await;
         match sent {
             Ok(ack) => match ack.await {
-                Ok(_) => return Ok(()),
+                Ok(ack) => return Ok(ack.sequence),
                 Err(e) => last_error = e.to_string(),
             },
             Err(e) => last_error = e.to_string(),
