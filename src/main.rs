@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use clap::Parser;
 
-/// mimalloc rather than glibc's malloc: a command's buffers and messages are allocated on
-/// one thread and freed on another, which glibc serialises on its arena locks (with its
-/// consolidation, ~24 % of the NATS throughput bench's CPU; BENCHMARKS.md, issue 19).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+/// The global allocator (mimalloc) and its settings.
+mod allocator;
+/// The entry point before the C library's `_start` (static x86-64 Linux builds).
+mod entry;
 
 /// How long to wait at exit for blocking threads (a terminal prompt nobody answered).
 const EXIT_GRACE: Duration = Duration::from_millis(200);

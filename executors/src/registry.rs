@@ -10,7 +10,7 @@ use crate::ErrorCode;
 use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::actor::{spawn_actor, ActorConfig, ActorHandle, Envelope, Runtime};
+use crate::actor::{lazy_actor, ActorConfig, ActorHandle, Envelope, Runtime};
 use crate::bash_exec::{BashExec, BashExecConfig, Sandbox, SandboxStatus, TreeMechanism};
 use crate::confine::PathPolicy;
 use crate::decode::decode_command;
@@ -125,7 +125,8 @@ impl Default for RegistryConfig {
 
 /// Command types → executor actors. Cheap to clone; every clone is the same registry.
 ///
-/// Must be created inside a Tokio runtime (it starts the actors' tasks).
+/// Each actor's task starts with the first command of its type, on the Tokio runtime that
+/// command is executed from.
 #[derive(Clone, Default)]
 pub struct Registry {
     inner: Arc<Inner>,
@@ -277,7 +278,7 @@ impl Registry {
         executor: Arc<dyn Executor>,
         config: ActorConfig,
     ) {
-        let handle = spawn_actor(executor, config, self.inner.runtime.clone());
+        let handle = lazy_actor(executor, config, self.inner.runtime.clone());
         self.inner.actors.insert(command_type, handle);
     }
 
@@ -348,7 +349,7 @@ impl Registry {
             scope,
             seat,
         };
-        if actor.mailbox.send(envelope).await.is_err() {
+        if actor.mailbox().send(envelope).await.is_err() {
             return Err(SubmitError::ShuttingDown);
         }
         claim.armed = false;

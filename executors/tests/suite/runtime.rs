@@ -187,6 +187,19 @@ fn a_runtime_torn_down_under_a_command_still_yields_a_terminal_result() {
     assert_failed(terminal(&messages), "EXECUTOR_LOST");
 }
 
+#[test]
+fn a_registry_built_outside_a_runtime_starts_its_actors_with_their_first_command() {
+    // Nothing is started when the registry is built (no runtime to start it on here)…
+    let registry = Registry::with_defaults();
+    // … and each actor starts on the runtime of its first command.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let messages = runtime.block_on(run(&registry, bash("lazy-1")));
+    assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded);
+    let json = json!({"command_id": "lazy-2", "commandType": "LIST_DIRECTORY", "path": "."});
+    let messages = runtime.block_on(run(&registry, json));
+    assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded);
+}
+
 #[tokio::test]
 async fn a_duplicate_id_in_flight_is_refused_then_reusable() {
     let registry = custom(ActorConfig::default(), |_, ctx| until_cancelled(ctx));

@@ -1,0 +1,71 @@
+//! The binary's entry point (static x86-64 Linux builds): the writable segments are
+//! filled in one system call before the C library relocates the program.
+//!
+//! cmdr is a static PIE, so before `main` the C library's start-up writes ~40k relocated
+//! pointers across the RELRO segment (`.data.rel.ro`, `.got`, …; 170 pages). Taken one
+//! page fault at a time, those copy-on-write faults cost a one-shot `cmdr exec` ~0.2 ms on
+//! the machines measured: a fault costs 1.5–2.3 µs on a VM, a page populated by
+//! `madvise(MADV_POPULATE_WRITE)` (Linux 5.14) ~0.7 µs (BENCHMARKS.md, X3). Every one of
+//! those pages is written anyway, so nothing is copied that would not be.
+//!
+//! `cmdr_entry` (named the entry point by `build.rs`) reads the program headers through
+//! `__ehdr_start`, asks the kernel to populate each writable `PT_LOAD` segment, and jumps
+//! to the C library's `_start` with the registers and stack the kernel gave it. It runs
+//! before relocation, so it is written in assembly and refers to nothing but
+//! instruction-relative addresses. A kernel without the advice refuses it (`EINVAL`),
+//! which is ignored: the pages then fault in as before.
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+std::arch::global_asm!(
+    ".globl cmdr_entry",
+    ".type cmdr_entry,@function",
+    "cmdr_entry:",
+    // rdx holds the dynamic linker's exit function for `_start`: kept in r12.
+    "mov r12, rdx",
+    // r13 = the ELF header, r14 = the program headers, r15 = their count.
+    "lea r13, [rip + __ehdr_start]",
+    "mov rax, [r13 + 32]", // e_phoff
+    "lea r14, [r13 + rax]",
+    "movzx r15d, word ptr [r13 + 56]", // e_phnum
+    // r9 = the load bias: where the program headers are, less PT_PHDR's p_vaddr.
+    "mov rcx, r15",
+    "mov r8, r14",
+    "2:",
+    "test rcx, rcx",
+    "jz 9f",                 // no PT_PHDR: leave it all to page faults
+    "cmp dword ptr [r8], 6", // PT_PHDR
+    "je 3f",
+    "add r8, 56", // sizeof(Elf64_Phdr)
+    "dec rcx",
+    "jmp 2b",
+    "3:",
+    "mov r9, r14",
+    "sub r9, [r8 + 16]", // p_vaddr
+    // Each PT_LOAD with PF_W: madvise(page-aligned start, length, MADV_POPULATE_WRITE).
+    "4:",
+    "test r15, r15",
+    "jz 9f",
+    "cmp dword ptr [r14], 1", // PT_LOAD
+    "jne 5f",
+    "test dword ptr [r14 + 4], 2", // p_flags & PF_W
+    "jz 5f",
+    "mov rdi, [r14 + 16]", // p_vaddr
+    "add rdi, r9",
+    "mov rsi, [r14 + 40]", // p_memsz
+    "mov rax, rdi",
+    "and rax, 0xfff",
+    "sub rdi, rax",
+    "add rsi, rax",
+    "add rsi, 0xfff",
+    "and rsi, -4096",
+    "mov edx, 23", // MADV_POPULATE_WRITE
+    "mov eax, 28", // SYS_madvise; rcx and r11 are clobbered, the result ignored
+    "syscall",
+    "5:",
+    "add r14, 56",
+    "dec r15",
+    "jmp 4b",
+    "9:",
+    "mov rdx, r12",
+    "jmp _start",
+);
