@@ -2,10 +2,11 @@
 //! `nats-server` processes, each with its own port, store and config; nodes can be
 //! SIGKILLed and started again.
 
+use std::net::TcpListener;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use crate::nats_server::{free_port, greets_as_nats, spawn};
+use crate::nats_server::{greets_as_nats, spawn};
 
 /// One node.
 struct Node {
@@ -35,8 +36,20 @@ impl NatsCluster {
             "the cluster tests need nats-server 2.10 or later, found {version:?}: run \
              scripts/nats-server-current.sh"
         );
+        for _ in 0..5 {
+            if let Some(cluster) = Self::try_start().await {
+                return cluster;
+            }
+        }
+        panic!("the cluster did not come up (5 tries)");
+    }
+
+    /// Starts three nodes on fresh ports: `None` if a node died at its start (a port
+    /// taken by someone else between its choice and the node's bind).
+    async fn try_start() -> Option<Self> {
         let dir = tempfile::tempdir().unwrap();
-        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let free = free_ports(6);
+        let ports: Vec<(u16, u16)> = free.chunks(2).map(|pair| (pair[0], pair[1])).collect();
         let routes: Vec<String> = ports
             .iter()
             .map(|(_, route)| format!("nats-route://127.0.0.1:{route}"))
@@ -63,12 +76,11 @@ impl NatsCluster {
                 config,
             });
         }
-        let cluster = Self { nodes, _dir: dir };
+        let mut cluster = Self { nodes, _dir: dir };
         for node in 0..3 {
             cluster.wait_listening(node);
         }
-        cluster.wait_for_jetstream().await;
-        cluster
+        cluster.wait_for_jetstream().await.then_some(cluster)
     }
 
     /// Every node's URL, comma-separated (what clients are given).
@@ -119,8 +131,9 @@ impl NatsCluster {
             .collect()
     }
 
-    /// Waits until JetStream answers (the cluster elected a meta leader).
-    async fn wait_for_jetstream(&self) {
+    /// Waits until JetStream answers (the cluster elected a meta leader): false as soon as
+    /// a node has died instead.
+    async fn wait_for_jetstream(&mut self) -> bool {
         let urls: Vec<String> = (0..3).map(|i| self.url(i)).collect();
         // Asked often with a short timeout: a request made before the meta leader is
         // elected goes unanswered, and the client's default (10 s) would sit it out.
@@ -132,6 +145,9 @@ impl NatsCluster {
         let js = async_nats::jetstream::new(client);
         let deadline = Instant::now() + Duration::from_secs(30);
         while js.query_account().await.is_err() {
+            if self.a_node_died() {
+                return false;
+            }
             assert!(
                 Instant::now() < deadline,
                 "the cluster's JetStream never came up; the nodes' logs:\n{}",
@@ -139,7 +155,28 @@ impl NatsCluster {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        !self.a_node_died()
     }
+
+    /// Whether a node has exited (a node whose port was taken exits at once, while another
+    /// node may answer on that port).
+    fn a_node_died(&mut self) -> bool {
+        self.nodes
+            .iter_mut()
+            .any(|node| !matches!(node.child.try_wait(), Ok(None)))
+    }
+}
+
+/// `n` distinct free ports: all held at once while chosen, since the kernel may hand out
+/// the same port again to a bind right after another one's was closed.
+fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners
+        .iter()
+        .map(|listener| listener.local_addr().unwrap().port())
+        .collect()
 }
 
 impl Drop for NatsCluster {
