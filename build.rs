@@ -4,9 +4,12 @@
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
-    let static_build = var("CARGO_CFG_TARGET_FEATURE")
-        .split(',')
-        .any(|feature| feature == "crt-static");
+    // musl targets link statically unless told otherwise (and Cargo does not always list
+    // `crt-static` among their features).
+    let static_build = var("CARGO_CFG_TARGET_ENV") == "musl"
+        || var("CARGO_CFG_TARGET_FEATURE")
+            .split(',')
+            .any(|feature| feature == "crt-static");
     if var("CARGO_CFG_TARGET_ARCH") == "x86_64"
         && var("CARGO_CFG_TARGET_OS") == "linux"
         && static_build

@@ -335,20 +335,20 @@ fn cgroup2_mount() -> Option<PathBuf> {
 /// preferred, else the first).
 fn mounted_cgroup2() -> Option<PathBuf> {
     let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let all: Vec<&str> = cgroup2_mounts(&info)
+    let all: Vec<String> = cgroup2_mounts(&info)
         .into_iter()
         .map(|(_, at)| at)
         .collect();
     let pick = all
         .iter()
-        .find(|m| **m == "/sys/fs/cgroup")
+        .find(|m| *m == "/sys/fs/cgroup")
         .or_else(|| all.first())?;
     Some(PathBuf::from(pick))
 }
 
 /// The cgroup2 file systems in `mountinfo`'s text: for each, the directory of the
-/// hierarchy mounted (its root, `/` for the whole of it) and where.
-fn cgroup2_mounts(info: &str) -> Vec<(&str, &str)> {
+/// hierarchy mounted (its root, `/` for the whole of it) and where, unescaped.
+fn cgroup2_mounts(info: &str) -> Vec<(String, String)> {
     info.lines()
         .filter_map(|line| {
             let (left, right) = line.split_once(" - ")?;
@@ -356,9 +356,35 @@ fn cgroup2_mounts(info: &str) -> Vec<(&str, &str)> {
                 return None;
             }
             let mut fields = left.split_whitespace().skip(3);
-            Some((fields.next()?, fields.next()?))
+            Some((unescape(fields.next()?), unescape(fields.next()?)))
         })
         .collect()
+}
+
+/// A `mountinfo` path field as the path it names: the kernel writes a space, a tab, a
+/// newline and a backslash as `\040`, `\011`, `\012` and `\134`. Any other backslash is
+/// kept as it is.
+fn unescape(field: &str) -> String {
+    let mut path = String::with_capacity(field.len());
+    let mut rest = field;
+    while let Some(at) = rest.find('\\') {
+        path.push_str(&rest[..at]);
+        let code = rest
+            .get(at + 1..at + 4)
+            .filter(|digits| digits.bytes().all(|b| (b'0'..=b'7').contains(&b)));
+        match code.and_then(|digits| u8::from_str_radix(digits, 8).ok()) {
+            Some(byte @ (b' ' | b'\t' | b'\n' | b'\\')) => {
+                path.push(char::from(byte));
+                rest = &rest[at + 4..];
+            }
+            _ => {
+                path.push('\\');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    path.push_str(rest);
+    path
 }
 
 /// This process's own cgroup directory, `own` being its path in `/proc/self/cgroup`. That
@@ -376,7 +402,7 @@ fn own_cgroup_dir(own: &str) -> Option<PathBuf> {
     let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
     cgroup2_mounts(&info)
         .into_iter()
-        .filter_map(|(root, at)| beneath(root, at, own))
+        .filter_map(|(root, at)| beneath(&root, &at, own))
         .find(|dir| dir.is_dir())
 }
 
@@ -482,7 +508,7 @@ mod tests {
     #[test]
     fn the_cgroup2_mount_found_by_statfs_is_one_mountinfo_lists() {
         let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let listed: Vec<&str> = cgroup2_mounts(&info)
+        let listed: Vec<String> = cgroup2_mounts(&info)
             .into_iter()
             .map(|(_, at)| at)
             .collect();
@@ -506,15 +532,38 @@ mod tests {
                     35 31 0:30 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n\
                     36 31 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
                     40 27 0:30 / /mnt/cg rw - cgroup2 none rw\n";
+        let owned = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(root, at)| ((*root).to_owned(), (*at).to_owned()))
+                .collect()
+        };
         assert_eq!(
             cgroup2_mounts(info),
-            [("/", "/sys/fs/cgroup/unified"), ("/", "/mnt/cg")]
+            owned(&[("/", "/sys/fs/cgroup/unified"), ("/", "/mnt/cg")])
         );
         let container = "1385 1377 0:27 /docker/4f2a /sys/fs/cgroup ro - cgroup2 cgroup rw\n";
         assert_eq!(
             cgroup2_mounts(container),
-            [("/docker/4f2a", "/sys/fs/cgroup")]
+            owned(&[("/docker/4f2a", "/sys/fs/cgroup")])
         );
+        // The kernel escapes a space, a tab, a newline and a backslash in paths.
+        let escaped = "41 27 0:30 /a\\040b\\134c /mnt/my\\040cg\\011x rw - cgroup2 none rw\n";
+        assert_eq!(
+            cgroup2_mounts(escaped),
+            owned(&[("/a b\\c", "/mnt/my cg\tx")])
+        );
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_decoded_and_other_backslashes_kept() {
+        assert_eq!(unescape("/plain"), "/plain");
+        assert_eq!(unescape("/a\\040b\\012c"), "/a b\nc");
+        // Not one of the four escapes, or cut short: kept as written.
+        assert_eq!(unescape("/a\\101b"), "/a\\101b");
+        assert_eq!(unescape("/a\\04"), "/a\\04");
+        assert_eq!(unescape("/a\\+12"), "/a\\+12");
+        assert_eq!(unescape("/end\\"), "/end\\");
     }
 
     #[test]
