@@ -391,11 +391,14 @@ fn unescape(field: &str) -> String {
 /// path is from the root of the hierarchy (as this cgroup namespace sees it), which is
 /// what a cgroup2 mount usually shows; where the mount shows only a subtree (a container
 /// sharing the host's cgroup namespace, its own subtree bind-mounted on `/sys/fs/cgroup`),
-/// the mount's root is taken off `own` first ([`beneath`]).
+/// the mount's root is taken off `own` first ([`beneath`]). A directory is taken only if
+/// its `cgroup.procs` lists this process: under such a subtree mount, `<mount>/<own>` can
+/// exist and be some other cgroup.
 fn own_cgroup_dir(own: &str) -> Option<PathBuf> {
+    let me = std::process::id();
     if let Some(mount) = cgroup2_mount() {
         let dir = mount.join(own.trim_start_matches('/'));
-        if dir.is_dir() {
+        if lists_process(&dir, me) {
             return Some(dir);
         }
     }
@@ -403,7 +406,16 @@ fn own_cgroup_dir(own: &str) -> Option<PathBuf> {
     cgroup2_mounts(&info)
         .into_iter()
         .filter_map(|(root, at)| beneath(&root, &at, own))
-        .find(|dir| dir.is_dir())
+        .find(|dir| lists_process(dir, me))
+}
+
+/// Whether the cgroup directory `dir` holds process `pid` (its `cgroup.procs` lists it).
+fn lists_process(dir: &Path, pid: u32) -> bool {
+    let Ok(members) = fs::read_to_string(dir.join("cgroup.procs")) else {
+        return false;
+    };
+    let pid = pid.to_string();
+    members.lines().any(|member| member == pid)
 }
 
 /// Where cgroup `own` is under a mount at `at` of the hierarchy's directory `root`; `None`
@@ -590,6 +602,22 @@ mod tests {
             "a sibling"
         );
         assert_eq!(beneath("/docker/4f2a", at, "/system.slice"), None);
+    }
+
+    /// A directory whose `cgroup.procs` does not list this process is not its cgroup,
+    /// whatever its path: the look-up passes over it.
+    #[test]
+    fn a_cgroup_directory_is_ours_only_if_it_lists_this_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        assert!(!lists_process(dir.path(), me), "no cgroup.procs at all");
+        fs::write(dir.path().join("cgroup.procs"), format!("1\n{}7\n", me)).unwrap();
+        assert!(
+            !lists_process(dir.path(), me),
+            "only a pid that starts like ours"
+        );
+        fs::write(dir.path().join("cgroup.procs"), format!("1\n{me}\n42\n")).unwrap();
+        assert!(lists_process(dir.path(), me));
     }
 
     /// This process's own cgroup is found, and is the directory its `cgroup.procs` lists
