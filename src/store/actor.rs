@@ -1,7 +1,9 @@
 //! The store actor: one thread owns the `Connection` and runs the closures it is sent, in
 //! order, answering each on a oneshot. Async callers await the answer, so no query ever
 //! runs on (or blocks) a runtime thread. The thread ends, closing the connection, when
-//! the last [`Worker`] handle is dropped and the queued jobs are done.
+//! the [`Worker`] is dropped and the queued jobs are done; the drop waits for that, so a
+//! process that exits right after leaves a closed database (no `-wal` or `-shm` file
+//! beside it) rather than a connection cut off mid-close.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc;
@@ -18,18 +20,23 @@ type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 /// A handle to the store thread.
 #[derive(Debug)]
 pub(super) struct Worker {
-    jobs: mpsc::Sender<Job>,
+    /// `None` only while dropping.
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<thread::JoinHandle<()>>,
 }
 
 impl Worker {
     /// Starts the thread, handing it the connection.
     pub(super) fn spawn(conn: Connection, name: &str) -> Result<Self, StoreError> {
         let (jobs, queue) = mpsc::channel::<Job>();
-        thread::Builder::new()
+        let thread = thread::Builder::new()
             .name(format!("cmdr-store {name}"))
             .spawn(move || serve(conn, &queue))
             .map_err(|err| StoreError::Database(format!("cannot start the store thread: {err}")))?;
-        Ok(Self { jobs })
+        Ok(Self {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        })
     }
 
     /// Runs `work` on the store thread and resolves to its result.
@@ -43,13 +50,29 @@ impl Worker {
             // The caller may have gone away; nothing to do about an unread answer.
             let _ = reply.send(work(conn));
         });
-        let sent = self.jobs.send(job).is_ok();
+        let sent = self
+            .jobs
+            .as_ref()
+            .is_some_and(|jobs| jobs.send(job).is_ok());
         Box::pin(async move {
             if !sent {
                 return Err(stopped());
             }
             answer.await.unwrap_or_else(|_| Err(stopped()))
         })
+    }
+}
+
+impl Drop for Worker {
+    /// Ends the queue and waits for the thread to finish the queued jobs and close the
+    /// connection (not when dropped on that thread itself, which cannot wait for itself).
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            if thread.thread().id() != thread::current().id() && thread.join().is_err() {
+                tracing::error!("the store thread panicked");
+            }
+        }
     }
 }
 

@@ -253,3 +253,31 @@ mod tests {
         assert!(!message.contains("secret-dir"), "{message}");
     }
 }
+
+#[cfg(test)]
+mod closing {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// Dropping the store closes its connection before the drop returns, so a process that
+    /// exits right after leaves no `-wal` or `-shm` file beside the database.
+    #[tokio::test]
+    async fn a_dropped_store_leaves_no_wal_or_shm_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("cmdr.db");
+        let store = SqliteStore::open(&db).unwrap();
+        store
+            .create_conversation("c1", "agent", None)
+            .await
+            .unwrap();
+        let beside = |suffix: &str| dir.path().join(format!("cmdr.db{suffix}"));
+        assert!(beside("-wal").exists(), "WAL mode writes a -wal file");
+        drop(store);
+        assert!(!beside("-wal").exists(), "-wal left behind");
+        assert!(!beside("-shm").exists(), "-shm left behind");
+        // Nothing was lost by the close.
+        let again = SqliteStore::open(&db).unwrap();
+        assert!(again.conversation("c1").await.unwrap().is_some());
+    }
+}
