@@ -146,6 +146,13 @@ async fn serve_announces_health_ui_and_mcp_then_stops_cleanly() {
     assert!(init.status().is_success(), "{}", init.status());
     assert!(init.text().await.unwrap().contains("\"cmdr\""));
     assert_eq!(server.stop().await, 0);
+    // Stopped cleanly, the database is closed: no write-ahead log or shared memory left.
+    for leftover in ["cmdr.sqlite3-wal", "cmdr.sqlite3-shm"] {
+        assert!(
+            !dir.path().join(leftover).exists(),
+            "{leftover} left behind"
+        );
+    }
 }
 
 #[tokio::test]
