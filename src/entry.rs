@@ -69,3 +69,29 @@ std::arch::global_asm!(
     "mov rdx, r12",
     "jmp _start",
 );
+
+#[cfg(all(
+    test,
+    target_arch = "x86_64",
+    target_os = "linux",
+    any(target_env = "musl", target_feature = "crt-static")
+))]
+mod tests {
+    use nix::libc;
+
+    extern "C" {
+        /// The stub above.
+        fn cmdr_entry();
+    }
+
+    /// The build names the stub as the entry point (a build script that stops doing so
+    /// fails here, not only in the start-up bench).
+    #[test]
+    #[allow(unsafe_code)]
+    fn the_program_starts_at_the_stub() {
+        // SAFETY: reads the auxiliary vector the kernel gave this process.
+        let entry = unsafe { libc::getauxval(libc::AT_ENTRY) } as usize;
+        let stub: unsafe extern "C" fn() = cmdr_entry;
+        assert_eq!(entry, stub as usize);
+    }
+}
