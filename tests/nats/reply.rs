@@ -157,13 +157,13 @@ async fn a_command_without_a_result_yet_is_answered_accepted() {
 }
 
 /// A producer submitting silent commands one after another waits only the short reply
-/// wait for each, not the 200 ms it once was: ten submits of ten silent commands take far
-/// less than the 2 s that ten such waits would.
+/// wait for each, not the 200 ms it once was: twenty submits of silent commands take far
+/// less than the 4 s that twenty such waits would (the bound leaves a busy machine room).
 #[tokio::test]
 async fn silent_commands_submitted_one_after_another_are_each_accepted_soon() {
     let pool = Pool::listening_on("cmdr.results.raw.>").await;
     let started = std::time::Instant::now();
-    for n in 0..10 {
+    for n in 0..20 {
         let id = format!("quiet-{n}");
         let body = json!({"command_id": id, "commandType": "BASH_EXEC", "command": "sleep 30"});
         let reply = pool
@@ -178,7 +178,7 @@ async fn silent_commands_submitted_one_after_another_are_each_accepted_soon() {
         assert_eq!(accepted.command_id, id);
     }
     let took = started.elapsed();
-    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
 }
 
 /// The member asks only where producers write it, first: elsewhere in the object it is an
