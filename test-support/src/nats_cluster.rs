@@ -18,7 +18,8 @@ struct Node {
 /// A running cluster of three nodes (`n0`, `n1`, `n2`).
 pub struct NatsCluster {
     nodes: Vec<Node>,
-    _dir: tempfile::TempDir,
+    /// Configs, stores and logs; removed with the cluster.
+    dir: tempfile::TempDir,
 }
 
 impl NatsCluster {
@@ -76,7 +77,7 @@ impl NatsCluster {
                 config,
             });
         }
-        let mut cluster = Self { nodes, _dir: dir };
+        let mut cluster = Self { nodes, dir };
         for node in 0..3 {
             cluster.wait_listening(node);
         }
@@ -122,7 +123,7 @@ impl NatsCluster {
     fn logs(&self) -> String {
         (0..3)
             .map(|i| {
-                let log = self._dir.path().join(format!("n{i}.log"));
+                let log = self.dir.path().join(format!("n{i}.log"));
                 let text = std::fs::read_to_string(log).unwrap_or_default();
                 let lines: Vec<&str> = text.lines().collect();
                 let tail = lines[lines.len().saturating_sub(40)..].join("\n");

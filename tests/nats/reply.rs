@@ -59,6 +59,18 @@ impl Pool {
             _server: server,
         }
     }
+
+    /// Sends the `BASH_EXEC` command `body` as producers do, taking the terminal result as
+    /// the reply; the reply.
+    async fn ask_bash(&self, body: &serde_json::Value) -> async_nats::Message {
+        self.client
+            .send_request(
+                "cmdr.commands.raw.BASH_EXEC",
+                asking_for_result(body.to_string()),
+            )
+            .await
+            .unwrap()
+    }
 }
 
 /// A worker replying with results carries each command's terminal once: in the reply or
@@ -123,14 +135,7 @@ async fn a_command_without_a_result_yet_is_answered_accepted() {
     let (_dir, fifo) = gate();
     let script = format!("read x < '{}'; echo got $x", fifo.display());
     let body = json!({"command_id":"slow-1","commandType":"BASH_EXEC","command":script});
-    let reply = pool
-        .client
-        .send_request(
-            "cmdr.commands.raw.BASH_EXEC",
-            asking_for_result(body.to_string()),
-        )
-        .await
-        .unwrap();
+    let reply = pool.ask_bash(&body).await;
     assert!(result_in(&reply).is_none());
     let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
     assert_eq!(accepted.command_id, "slow-1");
@@ -166,14 +171,7 @@ async fn silent_commands_submitted_one_after_another_are_each_accepted_soon() {
     for n in 0..20 {
         let id = format!("quiet-{n}");
         let body = json!({"command_id": id, "commandType": "BASH_EXEC", "command": "sleep 30"});
-        let reply = pool
-            .client
-            .send_request(
-                "cmdr.commands.raw.BASH_EXEC",
-                asking_for_result(body.to_string()),
-            )
-            .await
-            .unwrap();
+        let reply = pool.ask_bash(&body).await;
         let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
         assert_eq!(accepted.command_id, id);
     }

@@ -390,22 +390,11 @@ mod tests {
             .await
             .unwrap();
         let subject = subjects::results("p", "c");
-        // Another command's result in between: stream sequences are stream-wide.
-        store(
-            &js,
-            &subjects::results("p", "other"),
-            &result("RUNNING", "x"),
-            None,
-        )
-        .await;
+        // Another command's results in between: stream sequences are stream-wide.
+        let other = subjects::results("p", "other");
+        store(&js, &other, &result("RUNNING", "x"), None).await;
         let first = store(&js, &subject, &result("RUNNING", "a"), None).await;
-        store(
-            &js,
-            &subjects::results("p", "other"),
-            &result("RUNNING", "y"),
-            None,
-        )
-        .await;
+        store(&js, &other, &result("RUNNING", "y"), None).await;
         let second = store(&js, &subject, &result("RUNNING", "b"), Some(first)).await;
         store(&js, &subject, &result("SUCCEEDED", "c"), Some(second)).await;
         // A consumer that skipped the first result: it delivers from the second on.
