@@ -27,19 +27,23 @@ std::arch::global_asm!(
     "mov rax, [r13 + 32]", // e_phoff
     "lea r14, [r13 + rax]",
     "movzx r15d, word ptr [r13 + 56]", // e_phnum
-    // r9 = the load bias: where the program headers are, less PT_PHDR's p_vaddr.
+    // r9 = the load bias: where the ELF header is, less the p_vaddr of the PT_LOAD that
+    // maps it (file offset 0). Not PT_PHDR's: musl's static PIEs have none.
     "mov rcx, r15",
     "mov r8, r14",
     "2:",
     "test rcx, rcx",
-    "jz 9f",                 // no PT_PHDR: leave it all to page faults
-    "cmp dword ptr [r8], 6", // PT_PHDR
+    "jz 9f",                 // the header is in no PT_LOAD: leave it all to page faults
+    "cmp dword ptr [r8], 1", // PT_LOAD
+    "jne 6f",
+    "cmp qword ptr [r8 + 8], 0", // p_offset
     "je 3f",
+    "6:",
     "add r8, 56", // sizeof(Elf64_Phdr)
     "dec rcx",
     "jmp 2b",
     "3:",
-    "mov r9, r14",
+    "mov r9, r13",
     "sub r9, [r8 + 16]", // p_vaddr
     // Each PT_LOAD with PF_W: madvise(page-aligned start, length, MADV_POPULATE_WRITE).
     "4:",
@@ -61,6 +65,7 @@ std::arch::global_asm!(
     "mov edx, 23", // MADV_POPULATE_WRITE
     "mov eax, 28", // SYS_madvise; rcx and r11 are clobbered, the result ignored
     "syscall",
+    "inc qword ptr [rip + {advised}]",
     "5:",
     "add r14, 56",
     "dec r15",
@@ -68,7 +73,13 @@ std::arch::global_asm!(
     "9:",
     "mov rdx, r12",
     "jmp _start",
+    advised = sym ADVISED,
 );
+
+/// Writable segments the stub asked the kernel to populate (whatever the kernel answered):
+/// none means it found no segment to advise, and every relocated page faults in alone.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub static ADVISED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 #[cfg(all(
     test,
@@ -93,5 +104,25 @@ mod tests {
         let entry = unsafe { libc::getauxval(libc::AT_ENTRY) } as usize;
         let stub: unsafe extern "C" fn() = cmdr_entry;
         assert_eq!(entry, stub as usize);
+    }
+
+    /// The stub found the writable segments, whatever headers the linker wrote (musl's
+    /// static PIEs have no `PT_PHDR`, by which it once looked for them and found none).
+    #[test]
+    #[allow(unsafe_code)]
+    fn the_stub_advised_every_writable_segment() {
+        // SAFETY: the kernel's auxiliary vector names this process's program headers,
+        // mapped for its whole life; they are read, in place, as the array they are.
+        let headers = unsafe {
+            let at = libc::getauxval(libc::AT_PHDR) as *const libc::Elf64_Phdr;
+            std::slice::from_raw_parts(at, libc::getauxval(libc::AT_PHNUM) as usize)
+        };
+        let writable = headers
+            .iter()
+            .filter(|h| h.p_type == libc::PT_LOAD && h.p_flags & libc::PF_W != 0)
+            .count() as u64;
+        assert!(writable >= 1);
+        let advised = super::ADVISED.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(advised, writable, "writable segments advised, of all");
     }
 }
