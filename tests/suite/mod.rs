@@ -8,6 +8,7 @@ mod exec_stdout;
 mod interrupt;
 mod odd_files;
 mod process_tree;
+mod seccomp;
 
 pub use cmdr_test_support::results::*;
 pub use cmdr_test_support::PATIENCE;

@@ -4,6 +4,11 @@
 //! reaped, with `WNOHANG`). Dropped before it was reaped, the shell is killed (`SIGKILL`
 //! through the pidfd, so never another process that reused its pid) and reaped in the
 //! background, so no zombie is left behind.
+//!
+//! Where pidfds are missing (Linux before 5.3, or a seccomp profile refusing
+//! `pidfd_open`), the exit is watched through a pipe that a thread closes once `waitid`
+//! sees the shell exit, without reaping it ([`ExitWatch::Pipe`]); signals then go by pid,
+//! which is as safe while the shell is unreaped: a zombie keeps its pid.
 
 #![allow(unsafe_code)]
 
@@ -16,11 +21,22 @@ use nix::libc;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+/// How a shell's exit is seen.
+pub(crate) enum ExitWatch {
+    /// Its pidfd: readable once it exits; signals go through it.
+    Pidfd(OwnedFd),
+    /// The read end of a pipe closed once it has exited ([`exit_pipe`]); signals go by pid.
+    Pipe(OwnedFd),
+}
+
 /// A started shell.
 pub(crate) struct ShellChild {
     pid: libc::pid_t,
-    /// The pidfd: registered with the runtime at the first wait.
+    /// The descriptor that turns readable at its exit: registered with the runtime at the
+    /// first wait.
     pidfd: Option<PidFd>,
+    /// Whether that descriptor is a pidfd (else an [`ExitWatch::Pipe`]).
+    is_pidfd: bool,
     status: Option<ExitStatus>,
 }
 
@@ -39,11 +55,16 @@ impl PidFd {
 }
 
 impl ShellChild {
-    /// The child `pid`, whose pidfd is `pidfd`.
-    pub(super) fn new(pid: libc::pid_t, pidfd: OwnedFd) -> Self {
+    /// The child `pid`, whose exit `watch` sees.
+    pub(super) fn new(pid: libc::pid_t, watch: ExitWatch) -> Self {
+        let (fd, is_pidfd) = match watch {
+            ExitWatch::Pidfd(fd) => (fd, true),
+            ExitWatch::Pipe(fd) => (fd, false),
+        };
         Self {
             pid,
-            pidfd: Some(PidFd::Plain(pidfd)),
+            pidfd: Some(PidFd::Plain(fd)),
+            is_pidfd,
             status: None,
         }
     }
@@ -98,15 +119,20 @@ impl Drop for ShellChild {
         let Some(pidfd) = self.pidfd.take() else {
             return;
         };
-        // SAFETY: a plain system call on our own pidfd: it names this child and no other.
+        // SAFETY: plain system calls. The pidfd names this child and no other; so does its
+        // pid, as it is not reaped yet (only this value reaps it).
         unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                pidfd.raw(),
-                libc::SIGKILL,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            );
+            if self.is_pidfd {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    pidfd.raw(),
+                    libc::SIGKILL,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                );
+            } else {
+                libc::kill(self.pid, libc::SIGKILL);
+            }
         }
         if let Ok(Some(_)) = reap(self.pid, false) {
             return;
@@ -133,6 +159,38 @@ impl Drop for ShellChild {
             }
         }
     }
+}
+
+/// A pipe whose read end turns readable (end of file) once our child `pid` has exited: a
+/// thread waits for that with `waitid(WNOWAIT)`, which leaves the child to be reaped by its
+/// [`ShellChild`], then closes the write end. For systems without pidfds: one thread per
+/// running shell.
+pub(super) fn exit_pipe(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    std::thread::Builder::new()
+        .name("cmdr-exit-watch".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            while !exited(pid) {}
+            drop(write);
+        })?;
+    Ok(read)
+}
+
+/// Waits until our child `pid` has exited, without reaping it; false when interrupted.
+fn exited(pid: libc::pid_t) -> bool {
+    // SAFETY: `waitid` writes only into the local `info`.
+    let rc = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        )
+    };
+    // Anything but an interruption ends the watch: exited, or (reaped already) no child.
+    rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted
 }
 
 /// `pidfd` registered with the runtime (readable once the process has exited).

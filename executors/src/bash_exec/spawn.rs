@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::libc;
 
-use super::child::ShellChild;
+use super::child::{exit_pipe, ExitWatch, ShellChild};
 
 /// One of the shell's standard descriptors.
 pub(super) enum Io {
@@ -172,7 +172,7 @@ fn start(
     child: &ChildSetup<'_>,
     into: Option<CgroupFds>,
     cgroup: Option<CgroupFds>,
-) -> io::Result<(libc::pid_t, OwnedFd)> {
+) -> io::Result<(libc::pid_t, ExitWatch)> {
     if let Some(fds) = into {
         match clone3(child, Some(fds.dir)) {
             Err(e) if unsupported(&e) => {}
@@ -226,7 +226,7 @@ const CHILD_STACK: usize = 64 * 1024;
 /// CLONE_VFORK`, as `posix_spawn` does): no page tables are copied and cmdr takes no
 /// copy-on-write faults afterwards, whatever its size. Elsewhere the child is a copy
 /// (like after `fork`).
-fn clone3(child: &ChildSetup<'_>, cgroup: Option<RawFd>) -> io::Result<(libc::pid_t, OwnedFd)> {
+fn clone3(child: &ChildSetup<'_>, cgroup: Option<RawFd>) -> io::Result<(libc::pid_t, ExitWatch)> {
     let mut pidfd: libc::c_int = -1;
     let mut args = CloneArgs {
         flags: libc::CLONE_PIDFD as u64,
@@ -246,7 +246,7 @@ fn clone3(child: &ChildSetup<'_>, cgroup: Option<RawFd>) -> io::Result<(libc::pi
     }
     // SAFETY: with `CLONE_PIDFD` the kernel stored a new descriptor we now own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    Ok((pid as libc::pid_t, pidfd))
+    Ok((pid as libc::pid_t, ExitWatch::Pidfd(pidfd)))
 }
 
 /// The `clone3` system call on its own stack, the child running [`child_entry`] there:
@@ -323,8 +323,31 @@ extern "C" fn child_entry(child: *const ChildSetup<'_>) -> ! {
     unsafe { (*child).run() }
 }
 
-/// `fork`, for kernels or sandboxes without `clone3`; the pidfd from `pidfd_open`.
-fn fork(child: &ChildSetup<'_>) -> io::Result<(libc::pid_t, OwnedFd)> {
+/// `fork`, for kernels or sandboxes without `clone3`; the pidfd from `pidfd_open`, or,
+/// without pidfds (Linux before 5.3, a seccomp profile refusing them), an [`exit_pipe`].
+fn fork(child: &ChildSetup<'_>) -> io::Result<(libc::pid_t, ExitWatch)> {
+    fork_watched(child, pidfd_open)
+}
+
+/// `pidfd_open` of `pid`.
+fn pidfd_open(pid: libc::pid_t) -> io::Result<ExitWatch> {
+    // SAFETY: plain system call; the pid is our unreaped child, so it names that process.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `pidfd_open` returned a new descriptor we now own.
+    Ok(ExitWatch::Pidfd(unsafe {
+        OwnedFd::from_raw_fd(fd as RawFd)
+    }))
+}
+
+/// [`fork`], the child's exit watched through `open` (an [`exit_pipe`] where it says the
+/// system has no pidfds).
+fn fork_watched(
+    child: &ChildSetup<'_>,
+    open: fn(libc::pid_t) -> io::Result<ExitWatch>,
+) -> io::Result<(libc::pid_t, ExitWatch)> {
     let blocked = SignalsBlocked::new()?;
     // SAFETY: the child only runs `ChildSetup::run` (system calls, never returns).
     let pid = unsafe { libc::fork() };
@@ -335,19 +358,21 @@ fn fork(child: &ChildSetup<'_>) -> io::Result<(libc::pid_t, OwnedFd)> {
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: plain system call; the pid is our unreaped child, so it names that process.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        // SAFETY: kill and reap our own child (it cannot be waited on otherwise).
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
+    let watched = match open(pid) {
+        Err(e) if unsupported(&e) => exit_pipe(pid).map(ExitWatch::Pipe),
+        opened => opened,
+    };
+    match watched {
+        Ok(watch) => Ok((pid, watch)),
+        Err(e) => {
+            // SAFETY: kill and reap our own child (it cannot be waited on otherwise).
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+            Err(e)
         }
-        return Err(e);
     }
-    // SAFETY: `pidfd_open` returned a new descriptor we now own.
-    Ok((pid, unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
 }
 
 /// Every signal blocked on this thread while a child is made, so that no signal handler
@@ -646,10 +671,20 @@ mod tests {
         MoveIn,
         /// `fork` (kernels or sandboxes without `clone3`), the child moving itself in.
         Fork,
+        /// `fork` where `pidfd_open` is refused (`ENOSYS`): the exit watched by a thread.
+        ForkWithoutPidfd,
     }
 
     /// Runs `spec` started `how`; returns its stdout and exit status.
     async fn output(spec: ShellSpec, how: How) -> (String, std::process::ExitStatus) {
+        let (mut child, out_read) = started(spec, how);
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::fs::File::from(out_read), &mut text).unwrap();
+        (text, child.wait().await.unwrap())
+    }
+
+    /// Starts `spec` `how`; returns the shell and the read end of its stdout and stderr.
+    fn started(spec: ShellSpec, how: How) -> (ShellChild, OwnedFd) {
         let cgroup = spec.cgroup;
         let program = resolve(&spec.program, &spec.env).unwrap();
         let argv = c_strings(
@@ -682,22 +717,47 @@ mod tests {
                 procs: cgroup.map(|fds| fds.procs),
                 ..setup
             }),
+            How::ForkWithoutPidfd => fork_watched(
+                &ChildSetup {
+                    procs: cgroup.map(|fds| fds.procs),
+                    ..setup
+                },
+                |_| Err(io::Error::from_raw_os_error(libc::ENOSYS)),
+            ),
         }
         .unwrap();
         drop((report_write, out_write));
-        let mut child = ShellChild::new(pid, pidfd);
+        let child = ShellChild::new(pid, pidfd);
         assert!(matches!(
             exec_outcome(report_read).unwrap(),
             Outcome::Started
         ));
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::fs::File::from(out_read), &mut text).unwrap();
-        (text, child.wait().await.unwrap())
+        (child, out_read)
+    }
+
+    /// Without pidfds (a seccomp profile refusing `pidfd_open`, Linux before 5.3) the exit
+    /// is seen through the watch thread's pipe, and a shell dropped while it runs is killed
+    /// by its pid and reaped: neither a process nor a zombie is left.
+    #[tokio::test]
+    async fn without_pidfds_exits_are_seen_and_a_dropped_shell_is_killed_and_reaped() {
+        let tree = Tree::new(false);
+        let (text, status) =
+            output(sh("echo out; exit 7", &tree, None), How::ForkWithoutPidfd).await;
+        assert_eq!((text.as_str(), status.code()), ("out\n", Some(7)));
+        let (child, _out) = started(sh("exec sleep 300", &tree, None), How::ForkWithoutPidfd);
+        let pid = child.id().expect("running");
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        assert!(proc.exists());
+        drop(child);
+        cmdr_test_support::results::eventually("the dropped shell is killed and reaped", || {
+            !proc.exists()
+        })
+        .await;
     }
 
     #[tokio::test]
     async fn a_shell_is_in_its_cgroup_from_birth_or_moves_itself_in_before_execve_even_forked() {
-        for how in [How::Into, How::MoveIn, How::Fork] {
+        for how in [How::Into, How::MoveIn, How::Fork, How::ForkWithoutPidfd] {
             let tree = Tree::new(true);
             let Some(_) = tree.cgroup() else {
                 eprintln!("no writable cgroup v2 here: nothing to check");
