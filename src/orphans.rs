@@ -162,15 +162,15 @@ fn sweep(mut doomed: impl FnMut(&Marks) -> bool) -> Vec<u32> {
 }
 
 /// SIGKILLs `pid` if `still` holds once a pidfd pins it: the process signalled is the one
-/// `still` looked at, not a later one with a reused pid. Without pidfds (Linux < 5.3), a
-/// plain kill.
+/// `still` looked at, not a later one with a reused pid. Without pidfds (Linux < 5.3, or
+/// a seccomp profile refusing `pidfd_open`, which answers `ENOSYS` or `EPERM`), a plain kill.
 fn kill_if_still(pid: u32, still: impl FnOnce() -> bool) -> bool {
     let Some(target) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
         return false;
     };
     match pidfd_open(target, PidfdFlags::empty()) {
         Ok(pidfd) => still() && pidfd_send_signal(&pidfd, Signal::KILL).is_ok(),
-        Err(rustix::io::Errno::NOSYS) => {
+        Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
             still() && rustix::process::kill_process(target, Signal::KILL).is_ok()
         }
         Err(_) => false,

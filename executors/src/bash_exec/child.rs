@@ -34,22 +34,23 @@ pub(crate) struct ShellChild {
     pid: libc::pid_t,
     /// The descriptor that turns readable at its exit: registered with the runtime at the
     /// first wait.
-    pidfd: Option<PidFd>,
+    exit: Option<ExitFd>,
     /// Whether that descriptor is a pidfd (else an [`ExitWatch::Pipe`]).
     is_pidfd: bool,
     status: Option<ExitStatus>,
 }
 
-enum PidFd {
+/// The exit descriptor, before and after its registration with the runtime.
+enum ExitFd {
     Plain(OwnedFd),
     Watched(AsyncFd<OwnedFd>),
 }
 
-impl PidFd {
+impl ExitFd {
     fn raw(&self) -> i32 {
         match self {
-            PidFd::Plain(fd) => fd.as_raw_fd(),
-            PidFd::Watched(fd) => fd.as_raw_fd(),
+            ExitFd::Plain(fd) => fd.as_raw_fd(),
+            ExitFd::Watched(fd) => fd.as_raw_fd(),
         }
     }
 }
@@ -63,7 +64,7 @@ impl ShellChild {
         };
         Self {
             pid,
-            pidfd: Some(PidFd::Plain(fd)),
+            exit: Some(ExitFd::Plain(fd)),
             is_pidfd,
             status: None,
         }
@@ -92,21 +93,21 @@ impl ShellChild {
             };
             if let Some(status) = reaped {
                 self.status = Some(status);
-                self.pidfd = None;
+                self.exit = None;
             }
         }
     }
 
-    /// The pidfd registered with the runtime (the first call registers it).
+    /// The exit descriptor registered with the runtime (the first call registers it).
     fn watched(&mut self) -> io::Result<&AsyncFd<OwnedFd>> {
-        if let Some(PidFd::Plain(_)) = &self.pidfd {
-            if let Some(PidFd::Plain(fd)) = self.pidfd.take() {
-                self.pidfd = Some(PidFd::Watched(watch(fd)?));
+        if let Some(ExitFd::Plain(_)) = &self.exit {
+            if let Some(ExitFd::Plain(fd)) = self.exit.take() {
+                self.exit = Some(ExitFd::Watched(watch(fd)?));
             }
         }
-        match &self.pidfd {
-            Some(PidFd::Watched(fd)) => Ok(fd),
-            _ => Err(io::Error::other("the shell's pidfd is gone")),
+        match &self.exit {
+            Some(ExitFd::Watched(fd)) => Ok(fd),
+            _ => Err(io::Error::other("the shell's exit descriptor is gone")),
         }
     }
 }
@@ -116,7 +117,7 @@ impl Drop for ShellChild {
         if self.status.is_some() {
             return;
         }
-        let Some(pidfd) = self.pidfd.take() else {
+        let Some(exit) = self.exit.take() else {
             return;
         };
         // SAFETY: plain system calls. The pidfd names this child and no other; so does its
@@ -125,7 +126,7 @@ impl Drop for ShellChild {
             if self.is_pidfd {
                 libc::syscall(
                     libc::SYS_pidfd_send_signal,
-                    pidfd.raw(),
+                    exit.raw(),
                     libc::SIGKILL,
                     std::ptr::null::<libc::siginfo_t>(),
                     0,
@@ -138,9 +139,9 @@ impl Drop for ShellChild {
             return;
         }
         let pid = self.pid;
-        let plain = match pidfd {
-            PidFd::Plain(fd) => fd,
-            PidFd::Watched(fd) => fd.into_inner(),
+        let plain = match exit {
+            ExitFd::Plain(fd) => fd,
+            ExitFd::Watched(fd) => fd.into_inner(),
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
@@ -193,12 +194,12 @@ fn exited(pid: libc::pid_t) -> bool {
     rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted
 }
 
-/// `pidfd` registered with the runtime (readable once the process has exited).
-fn watch(pidfd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+/// `fd` (a pidfd or an [`exit_pipe`]) registered with the runtime (readable once the
+/// process has exited).
+fn watch(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
     // SAFETY: the descriptor is owned here and registered nowhere else; the `AsyncFd`
     // deregisters it before closing it.
-    unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)
+    unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into_parts().1)
 }
 
 /// `waitpid` of our child `pid`: its status once it has exited (`None`: still running,
