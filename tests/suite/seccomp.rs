@@ -1,8 +1,10 @@
-//! `cmdr exec` inside a seccomp profile that refuses the system calls of the last kernel
-//! years (`clone3`, pidfds, `close_range`, `openat2`) with `ENOSYS`, as container
-//! runtimes' profiles do and older kernels answer: shells are forked, their exits seen
-//! without pidfds, a command past its deadline is still stopped, and files are still
-//! written and read.
+//! `cmdr exec` inside seccomp profiles that answer newer system calls with `ENOSYS`, as
+//! container runtimes' profiles do and older kernels would:
+//!
+//! - without `clone3`, pidfds, `close_range` and `openat2`, shells are forked, their
+//!   exits seen without pidfds, a command past its deadline is still stopped, and files
+//!   are still written and read;
+//! - without Landlock, `--landlock` is reported not enforced, and nothing is claimed.
 
 #![allow(unsafe_code)]
 
@@ -17,7 +19,7 @@ const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 
 /// What kernels before 5.3 lack, and what container profiles refuse: `clone3`, pidfds,
 /// `close_range` (5.9) and `openat2` (5.6).
-const REFUSED: [libc::c_long; 5] = [
+const NEW_CALLS: [libc::c_long; 5] = [
     libc::SYS_clone3,
     libc::SYS_pidfd_open,
     libc::SYS_pidfd_send_signal,
@@ -25,12 +27,15 @@ const REFUSED: [libc::c_long; 5] = [
     libc::SYS_openat2,
 ];
 
-/// Instructions of the filter: four to check the architecture and load the number, one
-/// test per refused call, and the two returns.
-const FILTER_LEN: usize = 4 + REFUSED.len() + 2;
+/// Landlock's system calls (a kernel built without it, or a profile refusing them).
+const LANDLOCK_CALLS: [libc::c_long; 3] = [
+    libc::SYS_landlock_create_ruleset,
+    libc::SYS_landlock_add_rule,
+    libc::SYS_landlock_restrict_self,
+];
 
-/// A filter answering the [`REFUSED`] system calls with `ENOSYS` and allowing every other.
-fn filter() -> [libc::sock_filter; FILTER_LEN] {
+/// A filter answering the `refused` system calls with `ENOSYS` and allowing every other.
+fn filter(refused: &[libc::c_long]) -> Vec<libc::sock_filter> {
     let stmt = |code: u32, k: u32| libc::sock_filter {
         code: code as u16,
         jt: 0,
@@ -45,17 +50,19 @@ fn filter() -> [libc::sock_filter; FILTER_LEN] {
     };
     let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     let ret = libc::BPF_RET | libc::BPF_K;
-    let allow = stmt(ret, libc::SECCOMP_RET_ALLOW);
-    let mut filter = [allow; FILTER_LEN];
-    filter[0] = stmt(load, 4); // seccomp_data.arch
-    filter[1] = jump(AUDIT_ARCH_X86_64, 1); // else: allow (filter[2])
-    filter[3] = stmt(load, 0); // seccomp_data.nr
-    let n = REFUSED.len() as u8;
-    for (i, nr) in (0u8..).zip(REFUSED) {
+    let mut filter = vec![
+        stmt(load, 4),              // seccomp_data.arch
+        jump(AUDIT_ARCH_X86_64, 1), // else: the allow just below
+        stmt(ret, libc::SECCOMP_RET_ALLOW),
+        stmt(load, 0), // seccomp_data.nr
+    ];
+    let n = u8::try_from(refused.len()).expect("a short list");
+    for (i, nr) in (0u8..).zip(refused) {
         // Past the remaining tests and the allow, to the refusal.
-        filter[4 + usize::from(i)] = jump(nr as u32, n - i);
+        filter.push(jump(*nr as u32, n - i));
     }
-    filter[FILTER_LEN - 1] = stmt(ret, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+    filter.push(stmt(ret, libc::SECCOMP_RET_ALLOW));
+    filter.push(stmt(ret, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
     filter
 }
 
@@ -80,15 +87,22 @@ fn install(filter: &[libc::sock_filter]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The results `cmdr exec` prints for `commands` (JSON lines on its stdin) run under the
-/// filter.
-fn exec_refused(commands: &[&str]) -> Vec<OutputResult> {
+/// What `cmdr exec <flags> -` prints for `commands` (JSON lines on its stdin) when run
+/// with the `refused` system calls answered `ENOSYS`: its results, and its stderr.
+fn exec_refused(
+    refused: &[libc::c_long],
+    flags: &[&str],
+    commands: &[&str],
+) -> (Vec<OutputResult>, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_cmdr"));
     command
-        .args(["exec", "-"])
+        .arg("exec")
+        .args(flags)
+        .arg("-")
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    let filter = filter();
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let filter = filter(refused);
     // SAFETY: between fork and exec the closure only makes system calls (the filter was
     // built before the fork).
     unsafe { command.pre_exec(move || install(&filter)) };
@@ -101,10 +115,23 @@ fn exec_refused(commands: &[&str]) -> Vec<OutputResult> {
         }
     }
     let output = child.wait_with_output().expect("cmdr ends");
-    String::from_utf8(output.stdout)
+    let results = String::from_utf8(output.stdout)
         .expect("UTF-8")
         .lines()
         .map(|line| serde_json::from_str(line).expect("a result line"))
+        .collect();
+    (
+        results,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The text of `id`'s output messages, in order.
+fn data_of(results: &[OutputResult], id: &str) -> String {
+    results
+        .iter()
+        .filter(|r| r.command_id == id)
+        .map(|r| r.result_data.as_str())
         .collect()
 }
 
@@ -117,35 +144,70 @@ fn without_new_system_calls_commands_run_and_stop() {
     let read = serde_json::json!({"commandType": "FILE_READ", "command_id": "r",
         "file_path": file});
     let (write, read) = (write.to_string(), read.to_string());
-    let results = exec_refused(&[
-        r#"{"commandType":"BASH_EXEC","command_id":"mode","command":"grep '^Seccomp:' /proc/self/status"}"#,
-        r#"{"commandType":"BASH_EXEC","command_id":"out","command":"echo hi; exit 3"}"#,
-        r#"{"commandType":"BASH_EXEC","command_id":"late","command":"sleep 300","timeout_ms":300}"#,
-        &write,
-        &read,
-    ]);
-    let of = |id: &str| -> Vec<&OutputResult> {
-        results.iter().filter(|r| r.command_id == id).collect()
-    };
-    let mode: String = of("mode").iter().map(|r| r.result_data.as_str()).collect();
-    assert_eq!(mode, "Seccomp:\t2\n", "the shells run filtered");
-    let out = of("out");
-    let data: String = out.iter().map(|r| r.result_data.as_str()).collect();
-    assert_eq!(data, "hi\n", "{out:#?}");
-    let last = out.last().expect("a terminal");
-    assert_eq!(last.exit_code, Some(3), "{last:#?}");
-    let late = of("late");
-    let last = late.last().expect("a terminal");
-    assert!(last.status.is_terminal(), "{last:#?}");
-    assert_eq!(
-        last.error_code.as_deref(),
-        Some(ErrorCode::Timeout.as_str()),
-        "{last:#?}"
+    let (results, _) = exec_refused(
+        &NEW_CALLS,
+        &[],
+        &[
+            r#"{"commandType":"BASH_EXEC","command_id":"mode","command":"grep '^Seccomp:' /proc/self/status"}"#,
+            r#"{"commandType":"BASH_EXEC","command_id":"out","command":"echo hi; exit 3"}"#,
+            r#"{"commandType":"BASH_EXEC","command_id":"late","command":"sleep 300","timeout_ms":300}"#,
+            &write,
+            &read,
+        ],
     );
-    let written = of("w");
-    let last = written.last().expect("a terminal");
-    assert_eq!(last.status, ExecutionStatus::Succeeded, "{last:#?}");
-    let read = of("r");
-    let data: String = read.iter().map(|r| r.result_data.as_str()).collect();
-    assert_eq!(data, "written\n", "{read:#?}");
+    let last = |id: &str| {
+        results
+            .iter()
+            .rfind(|r| r.command_id == id)
+            .unwrap_or_else(|| panic!("no result for {id}: {results:#?}"))
+    };
+    assert_eq!(
+        data_of(&results, "mode"),
+        "Seccomp:\t2\n",
+        "the shells run filtered"
+    );
+    assert_eq!(data_of(&results, "out"), "hi\n");
+    assert_eq!(last("out").exit_code, Some(3), "{:#?}", last("out"));
+    let late = last("late");
+    assert!(late.status.is_terminal(), "{late:#?}");
+    assert_eq!(
+        late.error_code.as_deref(),
+        Some(ErrorCode::Timeout.as_str())
+    );
+    assert_eq!(
+        last("w").status,
+        ExecutionStatus::Succeeded,
+        "{:#?}",
+        last("w")
+    );
+    assert_eq!(data_of(&results, "r"), "written\n");
+}
+
+/// Asked for `--landlock` where Landlock is refused, cmdr says on stderr that shells'
+/// writes are not enforced, and claims nothing: a write outside the allowed root is not
+/// stopped (docs/confinement.md). Without `openat2`, it says file commands are checked,
+/// then opened by name. Commands still run.
+#[test]
+fn landlock_refused_is_reported_not_enforced_and_nothing_is_claimed() {
+    let root = tempfile::tempdir().expect("a root");
+    let outside = tempfile::tempdir().expect("outside");
+    let target = outside.path().join("made-by-shell.txt");
+    let script = serde_json::json!({"commandType": "BASH_EXEC", "command_id": "w",
+        "command": format!("echo out > {} && echo wrote", target.display()),
+        "working_dir": root.path()});
+    let root_flag = root.path().display().to_string();
+    let mut refused = LANDLOCK_CALLS.to_vec();
+    refused.push(libc::SYS_openat2);
+    let (results, stderr) = exec_refused(
+        &refused,
+        &["--allow-root", &root_flag, "--landlock"],
+        &[&script.to_string()],
+    );
+    assert!(
+        stderr.contains("BASH_EXEC writes: Landlock not enforced: "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("checked, then opened by name"), "{stderr}");
+    assert_eq!(data_of(&results, "w"), "wrote\n", "{results:#?}");
+    assert_eq!(std::fs::read_to_string(&target).expect("written"), "out\n");
 }
