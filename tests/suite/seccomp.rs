@@ -1,9 +1,10 @@
-//! `cmdr exec` inside seccomp profiles that answer newer system calls with `ENOSYS`, as
-//! container runtimes' profiles do and older kernels would:
+//! `cmdr exec` inside seccomp profiles that refuse newer system calls, as container
+//! runtimes' profiles do and older kernels would:
 //!
-//! - without `clone3`, pidfds, `close_range` and `openat2`, shells are forked, their
-//!   exits seen without pidfds, a command past its deadline is still stopped, and files
-//!   are still written and read;
+//! - `clone3` answered `ENOSYS`, pidfds, `close_range` and `openat2` `EPERM` (as Docker's
+//!   profiles did before they listed them): shells are forked, their exits seen without
+//!   pidfds, a command past its deadline is still stopped, and files are still written
+//!   and read;
 //! - without Landlock, `--landlock` is reported not enforced, and nothing is claimed.
 
 #![allow(unsafe_code)]
@@ -17,52 +18,58 @@ use nix::libc;
 /// `AUDIT_ARCH_X86_64` (`linux/audit.h`): the architecture the filter checks.
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 
-/// What kernels before 5.3 lack, and what container profiles refuse: `clone3`, pidfds,
-/// `close_range` (5.9) and `openat2` (5.6).
-const NEW_CALLS: [libc::c_long; 5] = [
-    libc::SYS_clone3,
-    libc::SYS_pidfd_open,
-    libc::SYS_pidfd_send_signal,
-    libc::SYS_close_range,
-    libc::SYS_openat2,
+/// Docker's default profile, in what matters here: `clone3` answered `ENOSYS` (so that
+/// the C library falls back to `clone`), and calls it does not list answered `EPERM`, as
+/// older profiles did pidfds, `close_range` and `openat2`.
+const DOCKER_LIKE: [(libc::c_long, libc::c_int); 5] = [
+    (libc::SYS_clone3, libc::ENOSYS),
+    (libc::SYS_pidfd_open, libc::EPERM),
+    (libc::SYS_pidfd_send_signal, libc::EPERM),
+    (libc::SYS_close_range, libc::EPERM),
+    (libc::SYS_openat2, libc::EPERM),
 ];
 
-/// Landlock's system calls (a kernel built without it, or a profile refusing them).
-const LANDLOCK_CALLS: [libc::c_long; 3] = [
-    libc::SYS_landlock_create_ruleset,
-    libc::SYS_landlock_add_rule,
-    libc::SYS_landlock_restrict_self,
+/// A kernel without Landlock (or a profile refusing it), and without `openat2` (5.6).
+const NO_LANDLOCK: [(libc::c_long, libc::c_int); 4] = [
+    (libc::SYS_landlock_create_ruleset, libc::ENOSYS),
+    (libc::SYS_landlock_add_rule, libc::ENOSYS),
+    (libc::SYS_landlock_restrict_self, libc::ENOSYS),
+    (libc::SYS_openat2, libc::ENOSYS),
 ];
 
-/// A filter answering the `refused` system calls with `ENOSYS` and allowing every other.
-fn filter(refused: &[libc::c_long]) -> Vec<libc::sock_filter> {
+/// A filter answering each `refused` system call with its errno and allowing every other.
+fn filter(refused: &[(libc::c_long, libc::c_int)]) -> Vec<libc::sock_filter> {
     let stmt = |code: u32, k: u32| libc::sock_filter {
         code: code as u16,
         jt: 0,
         jf: 0,
         k,
     };
-    let jump = |k: u32, jt: u8| libc::sock_filter {
+    // When equal, on to the next instruction; else past it.
+    let unless = |k: u32| libc::sock_filter {
         code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
-        jt,
-        jf: 0,
+        jt: 0,
+        jf: 1,
         k,
     };
     let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     let ret = libc::BPF_RET | libc::BPF_K;
+    let allow = stmt(ret, libc::SECCOMP_RET_ALLOW);
     let mut filter = vec![
-        stmt(load, 4),              // seccomp_data.arch
-        jump(AUDIT_ARCH_X86_64, 1), // else: the allow just below
-        stmt(ret, libc::SECCOMP_RET_ALLOW),
+        stmt(load, 4), // seccomp_data.arch
+        libc::sock_filter {
+            jt: 1, // x86-64: on to the number
+            jf: 0, // anything else: allowed
+            ..unless(AUDIT_ARCH_X86_64)
+        },
+        allow,
         stmt(load, 0), // seccomp_data.nr
     ];
-    let n = u8::try_from(refused.len()).expect("a short list");
-    for (i, nr) in (0u8..).zip(refused) {
-        // Past the remaining tests and the allow, to the refusal.
-        filter.push(jump(*nr as u32, n - i));
+    for &(nr, errno) in refused {
+        filter.push(unless(nr as u32));
+        filter.push(stmt(ret, libc::SECCOMP_RET_ERRNO | errno as u32));
     }
-    filter.push(stmt(ret, libc::SECCOMP_RET_ALLOW));
-    filter.push(stmt(ret, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
+    filter.push(allow);
     filter
 }
 
@@ -88,9 +95,9 @@ fn install(filter: &[libc::sock_filter]) -> std::io::Result<()> {
 }
 
 /// What `cmdr exec <flags> -` prints for `commands` (JSON lines on its stdin) when run
-/// with the `refused` system calls answered `ENOSYS`: its results, and its stderr.
+/// with the `refused` system calls answered with their errno: its results, and its stderr.
 fn exec_refused(
-    refused: &[libc::c_long],
+    refused: &[(libc::c_long, libc::c_int)],
     flags: &[&str],
     commands: &[&str],
 ) -> (Vec<OutputResult>, String) {
@@ -136,7 +143,7 @@ fn data_of(results: &[OutputResult], id: &str) -> String {
 }
 
 #[test]
-fn without_new_system_calls_commands_run_and_stop() {
+fn under_a_docker_like_profile_commands_run_and_stop() {
     let dir = tempfile::tempdir().expect("a directory");
     let file = dir.path().join("f.txt");
     let write = serde_json::json!({"commandType": "FILE_WRITE", "command_id": "w",
@@ -145,7 +152,7 @@ fn without_new_system_calls_commands_run_and_stop() {
         "file_path": file});
     let (write, read) = (write.to_string(), read.to_string());
     let (results, _) = exec_refused(
-        &NEW_CALLS,
+        &DOCKER_LIKE,
         &[],
         &[
             r#"{"commandType":"BASH_EXEC","command_id":"mode","command":"grep '^Seccomp:' /proc/self/status"}"#,
@@ -196,10 +203,8 @@ fn landlock_refused_is_reported_not_enforced_and_nothing_is_claimed() {
         "command": format!("echo out > {} && echo wrote", target.display()),
         "working_dir": root.path()});
     let root_flag = root.path().display().to_string();
-    let mut refused = LANDLOCK_CALLS.to_vec();
-    refused.push(libc::SYS_openat2);
     let (results, stderr) = exec_refused(
-        &refused,
+        &NO_LANDLOCK,
         &["--allow-root", &root_flag, "--landlock"],
         &[&script.to_string()],
     );
