@@ -9,7 +9,9 @@
 //! next line. A question that timed out or was cancelled leaves nothing behind that could
 //! swallow the answer to the next one, and a line typed after one question ended and
 //! before the next was shown is discarded (an answer must be to a question the person
-//! saw). Lines typed ahead of the first question (a script feeding the terminal) answer it.
+//! saw). "Shown" is marked just *before* the prompt is written, so an answer typed the
+//! instant the prompt appears is never taken for a stale line. Lines typed ahead of the
+//! first question (a script feeding the terminal) answer it.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -33,13 +35,21 @@ pub struct TtyInput {
 }
 
 /// The open terminal: where prompts go, and the lines its reader thread read.
-#[derive(Debug)]
 struct Terminal {
-    writer: File,
+    /// Where prompts go (the terminal; something else in tests).
+    writer: Box<dyn Write + Send>,
     /// Each line with the moment it was read.
     lines: mpsc::Receiver<(Instant, String)>,
     /// Whether a question was asked before (then lines read before a prompt are stale).
     asked: bool,
+}
+
+impl std::fmt::Debug for Terminal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Terminal")
+            .field("asked", &self.asked)
+            .finish_non_exhaustive()
+    }
 }
 
 impl InputBroker for TtyInput {
@@ -74,20 +84,29 @@ impl Terminal {
             .name("cmdr-tty-reader".to_owned())
             .spawn(move || read_lines(tty, &tx))
             .map_err(|e| unavailable(&format!("cannot start the terminal reader: {e}")))?;
-        Ok(Self {
+        Ok(Self::new(Box::new(writer), lines))
+    }
+
+    /// A terminal that writes prompts to `writer` and takes the lines of `lines`.
+    fn new(writer: Box<dyn Write + Send>, lines: mpsc::Receiver<(Instant, String)>) -> Self {
+        Self {
             writer,
             lines,
             asked: false,
-        })
+        }
     }
 
     /// Shows the prompt and takes the next line (after the first question: the next one
-    /// read after the prompt was shown).
+    /// read since the prompt began to be written).
+    ///
+    /// The mark is taken *before* the prompt is written: an answer typed (or pasted) the
+    /// moment the prompt appears, and read while the write is still returning, is an
+    /// answer to this question, not a stale line.
     async fn ask(&mut self, request: &InputRequest) -> Result<String, InputError> {
+        let shown = Instant::now();
         write!(self.writer, "\n[cmdr] {}\n> ", request.prompt)
             .and_then(|()| self.writer.flush())
             .map_err(|e| unavailable(&format!("{TTY}: {e}")))?;
-        let shown = Instant::now();
         let stale_before = std::mem::replace(&mut self.asked, true).then_some(shown);
         loop {
             let (read, line) = self
@@ -128,4 +147,78 @@ fn read_lines(tty: File, tx: &mpsc::Sender<(Instant, String)>) {
 
 fn unavailable(why: &str) -> InputError {
     InputError::Unavailable(why.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A screen on which the person types `answer` the moment `prompt` appears: the line
+    /// is read (and stamped) while the prompt is still being written, and the write
+    /// returns only once the clock has moved past that stamp.
+    struct TypesWhileShown {
+        prompt: &'static str,
+        answer: &'static str,
+        keyboard: mpsc::Sender<(Instant, String)>,
+    }
+
+    impl Write for TypesWhileShown {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if String::from_utf8_lossy(buf).contains(self.prompt) {
+                let read = Instant::now();
+                self.keyboard
+                    .try_send((read, self.answer.to_owned()))
+                    .map_err(std::io::Error::other)?;
+                while Instant::now() <= read {
+                    std::hint::spin_loop();
+                }
+            }
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn request(prompt: &str) -> InputRequest {
+        InputRequest {
+            command_id: prompt.to_owned(),
+            prompt: prompt.to_owned(),
+            description: None,
+        }
+    }
+
+    /// Issue 33: an answer read while the prompt was being written was stamped before
+    /// "shown" and dropped as stale, and the question timed out. The line typed between
+    /// two questions is still stale.
+    #[tokio::test]
+    async fn an_answer_typed_as_the_prompt_appears_answers_it() {
+        let (keyboard, lines) = mpsc::channel(TYPED_AHEAD);
+        let screen = TypesWhileShown {
+            prompt: "second?",
+            answer: "Ada",
+            keyboard: keyboard.clone(),
+        };
+        let mut terminal = Terminal::new(Box::new(screen), lines);
+        keyboard
+            .try_send((Instant::now(), "typed ahead".to_owned()))
+            .unwrap();
+        let first = terminal.ask(&request("first?")).await.unwrap();
+        assert_eq!(first, "typed ahead");
+        let between = Instant::now();
+        keyboard.try_send((between, "stale".to_owned())).unwrap();
+        while Instant::now() <= between {
+            std::hint::spin_loop();
+        }
+        let second = tokio::time::timeout(
+            Duration::from_secs(30),
+            terminal.ask(&request("second?")),
+        )
+        .await
+        .expect("the answer typed as the prompt appeared was dropped")
+        .unwrap();
+        assert_eq!(second, "Ada");
+    }
 }
