@@ -61,8 +61,8 @@ pub struct ShellEnvArgs {
     /// Set NAME=VALUE in every shell (repeatable).
     #[arg(long = "env-set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
-    /// Keep variables that look like secrets (*KEY*, *SECRET*, *TOKEN* …); cmdr's own
-    /// CMDR_* variables are never passed on.
+    /// Keep variables that look like secrets (*KEY*, *SECRET*, *TOKEN*, SSH_AUTH_SOCK,
+    /// URLs with a password …); cmdr's own CMDR_* variables are never passed on.
     #[arg(long = "env-keep-secrets", env = "CMDR_ENV_KEEP_SECRETS")]
     pub keep_secrets: bool,
 }

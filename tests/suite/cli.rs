@@ -415,6 +415,51 @@ fn exec_builds_the_shell_environment_by_policy() {
         .code(2);
 }
 
+/// Issue 32: credentials under names that do not say "key" or "token" (an SSH agent
+/// socket, a `*_PAT`, npm's auth, a proxy or database URL with a password, a DSN, a webhook
+/// URL) stay out of the shell by default; `--env-keep-secrets` brings them back.
+#[test]
+fn exec_keeps_credentials_under_other_names_out_of_the_shell() {
+    let secrets = [
+        ("SSH_AUTH_SOCK", "/tmp/agent-sock-secret"),
+        ("GH_PAT", "github_pat_secret"),
+        ("NPM_CONFIG__AUTH", "npm-auth-secret"),
+        ("npm_config_//registry.npmjs.org/:_authToken", "npm-token-secret"),
+        ("HTTPS_PROXY", "http://user:proxy-secret@proxy.invalid:3128"),
+        ("REDIS_URL", "redis://:redis-secret@cache.invalid:6379"),
+        ("SENTRY_DSN", "https://dsn-secret@o1.invalid/1"),
+        ("DATABASE_URL", "postgres://app@db.invalid/database-secret"),
+        ("SLACK_WEBHOOK_URL", "https://hooks.invalid/services/webhook-secret"),
+    ];
+    let env_of = |flags: &[&str]| -> String {
+        let mut command = cmdr();
+        command.arg("exec").args(flags).args([
+            "--combine",
+            r#"{"commandType":"BASH_EXEC","command":"env"}"#,
+        ]);
+        for (name, value) in secrets {
+            command.env(name, value);
+        }
+        command.env("HTTP_PROXY", "http://proxy.invalid:3128");
+        command.env("GIT_AUTHOR_NAME", "Ada");
+        let out = command.assert().success();
+        results(&out.get_output().stdout)[0].result_data.clone()
+    };
+    let default = env_of(&[]);
+    for (name, value) in secrets {
+        assert!(!default.contains(value), "{name} reached the shell: {default}");
+    }
+    assert!(
+        default.contains("HTTP_PROXY=http://proxy.invalid:3128")
+            && default.contains("GIT_AUTHOR_NAME=Ada"),
+        "{default}"
+    );
+    let kept = env_of(&["--env-keep-secrets"]);
+    for (name, value) in secrets {
+        assert!(kept.contains(&format!("{name}={value}")), "{name}: {kept}");
+    }
+}
+
 #[test]
 fn every_subcommand_has_help() {
     cmdr().arg("--help").assert().success();

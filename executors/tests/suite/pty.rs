@@ -279,3 +279,39 @@ async fn tty_fields_out_of_place_are_refused() {
     assert_failed(&zero, "INVALID_INPUT");
     registry.shutdown(Duration::from_secs(1)).await;
 }
+
+/// Issue 33: a `tty` process has `TERM=xterm-256color`, so `git log` longer than a screen
+/// would open `less` and wait for a key nobody types. Pagers are `cat` by default
+/// (`EnvPolicy`, docs/security.md): the log is printed and the process ends on its own.
+#[tokio::test]
+async fn git_log_in_a_tty_process_prints_and_ends_instead_of_paging() {
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=cmdr", "-c", "user.email=cmdr@example.invalid"])
+            .args(["-c", "commit.gpgsign=false"])
+            .args(args)
+            .current_dir(repo.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    // Far more than a 24-row screen: `less -F` (git's default) would not quit at once.
+    for i in 1..=40 {
+        git(&["commit", "-q", "--allow-empty", "-m", &format!("change number {i}")]);
+    }
+    let registry = Registry::with_defaults();
+    let (id, _) = start_tty(
+        &registry,
+        "git log && echo logged",
+        json!({"working_dir": repo.path()}),
+    )
+    .await;
+    assert_eq!(wait_exited(&registry, &id).await, Some(0));
+    let text = read_until(&registry, &id, "logged").await;
+    assert!(
+        text.contains("change number 1\r\n") && text.contains("change number 40\r\n"),
+        "{text:?}"
+    );
+}
