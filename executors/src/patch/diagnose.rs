@@ -1,13 +1,24 @@
 //! Explaining a hunk that does not apply: where it comes closest, which line differs first,
 //! and whether the hunk is out of order or already applied.
+//!
+//! **What is quoted.** A failure may target any file the patch names — a secrets file, a
+//! binary — and whoever wrote the patch reads the message. So it quotes at most one line of
+//! the file, the first that differs, length-capped, and only when the hunk's own line
+//! already has most of it ([`Found`]): the same line but for whitespace or case, or at
+//! most [`MAX_NEW_CHARS`] characters (and fewer than half of the line) that the hunk's
+//! line does not have at its start or end — a renamed variable, an added argument. A
+//! file with a NUL byte is not text and nothing of it is quoted.
 
-use super::error::{HunkFailure, PatchError};
+use super::error::{Found, HunkFailure, PatchError};
 use super::parse::{Hunk, Kind};
 use super::search::{find_exact, last_start, outward, PreImage};
 
 /// Upper bound on line comparisons spent looking for the closest partial match, so that a
 /// huge hunk against a huge file still fails fast.
 const COMPARISON_BUDGET: usize = 4_000_000;
+
+/// Most characters of a file's line a failure may show that the hunk's line does not have.
+const MAX_NEW_CHARS: usize = 8;
 
 /// Where the hunk was looked for.
 pub(crate) struct Attempt {
@@ -33,6 +44,7 @@ pub(crate) fn hunk_failed(
     let mismatch = (0..pre.len())
         .find(|&i| file.get(closest + i) != pre.texts.get(i))
         .unwrap_or(pre.len());
+    let expected = pre.texts.get(mismatch).copied().unwrap_or_default();
     PatchError::HunkFailed(Box::new(HunkFailure {
         hunk: hunk.number,
         header: hunk.header.to_owned(),
@@ -42,15 +54,62 @@ pub(crate) fn hunk_failed(
         matching,
         total: pre.len(),
         mismatch_line: closest + mismatch + 1,
-        expected_text: pre
-            .texts
-            .get(mismatch)
-            .copied()
-            .unwrap_or_default()
-            .to_owned(),
-        found_text: file.get(closest + mismatch).map(|s| (*s).to_owned()),
+        expected_text: expected.to_owned(),
+        found: found(file, closest + mismatch, expected),
         hint: hint(file, hunk, pre, attempt),
     }))
+}
+
+/// What may be quoted of `file`'s line `at`, where the hunk expected `expected`.
+fn found(file: &[&str], at: usize, expected: &str) -> Found {
+    let Some(line) = file.get(at) else {
+        return Found::EndOfFile;
+    };
+    if file
+        .iter()
+        .any(|l| memchr::memchr(0, l.as_bytes()).is_some())
+    {
+        Found::NotText
+    } else if resembles(line, expected) {
+        Found::Line((*line).to_owned())
+    } else {
+        Found::Unlike
+    }
+}
+
+/// Whether the file's `line` adds little to the hunk's `expected` line: compared ignoring
+/// case and runs of whitespace, what `line` has beyond the start and end it shares with
+/// `expected` is nothing, or at most [`MAX_NEW_CHARS`] characters and less than half of it.
+fn resembles(line: &str, expected: &str) -> bool {
+    let words = |s: &str| s.chars().filter(|c| !c.is_whitespace()).count();
+    // Cheap bound first: a line far longer than the hunk's has too much of its own.
+    if words(line) > words(expected) + MAX_NEW_CHARS {
+        return false;
+    }
+    let normal = |s: &str| -> Vec<char> {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+            .chars()
+            .collect()
+    };
+    let (line, expected) = (normal(line), normal(expected));
+    let prefix = line
+        .iter()
+        .zip(&expected)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let room = line.len().min(expected.len()) - prefix;
+    let suffix = line
+        .iter()
+        .rev()
+        .zip(expected.iter().rev())
+        .take(room)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let new = line.len() - prefix - suffix;
+    new == 0 || (new <= MAX_NEW_CHARS && new * 2 < line.len())
 }
 
 /// The start line (at or after `lo`) where the most lines of `pre` match, nearest to
@@ -166,7 +225,7 @@ mod tests {
             (3, 5, 2, 3)
         );
         assert_eq!((f.mismatch_line, f.expected_text.as_str()), (6, "f"));
-        assert_eq!(f.found_text.as_deref(), Some("x"));
+        assert_eq!(f.found, Found::Unlike);
     }
 
     #[test]
@@ -197,6 +256,46 @@ mod tests {
         assert!(f.hint.unwrap_or_default().contains("file order"));
     }
 
+    /// The file's line is quoted only when the hunk's line already has most of it.
+    #[test]
+    fn quotes_only_lines_close_to_the_hunks() {
+        for (line, expected) in [
+            ("line 8", "line 8 is different"),
+            ("TWO", "two"),
+            ("    let x  =  1;", "let x = 1;"),
+            ("run(a, b, c);", "run(a, b);"),
+            ("let total_count = 0;", "let count = 0;"),
+            ("", "anything"),
+        ] {
+            assert!(resembles(line, expected), "{line:?} ~ {expected:?}");
+        }
+        for (line, expected) in [
+            (
+                "aws_secret_access_key = wJalrXUtnFEMI",
+                "aws_secret_access_key = ",
+            ),
+            ("hunter2", "x"),
+            ("}", "fn main() {"),
+            ("AKIAIOSFODNN7EXAMPLE", "AKIAXXXXXXXXXXXXXXXX"),
+            ("a completely different line", "the line the hunk expected"),
+        ] {
+            assert!(!resembles(line, expected), "{line:?} !~ {expected:?}");
+        }
+    }
+
+    #[test]
+    fn nothing_of_a_file_with_nul_bytes_is_quoted() {
+        let file = ["\0header", "secret"];
+        let h = hunk(&[(Kind::Remove, "secre"), (Kind::Add, "x")]);
+        let pre = PreImage::new(&h);
+        let attempt = Attempt { expected: 1, lo: 0 };
+        let f = failure(hunk_failed(&file, &h, &pre, &attempt));
+        assert_eq!(f.found, Found::NotText);
+        let file = ["header", "secret"];
+        let f = failure(hunk_failed(&file, &h, &pre, &attempt));
+        assert_eq!(f.found, Found::Line("secret".to_owned()));
+    }
+
     #[test]
     fn end_of_file_is_reported_as_missing_text() {
         let file = ["a"];
@@ -208,6 +307,6 @@ mod tests {
             &pre,
             &Attempt { expected: 0, lo: 0 },
         ));
-        assert_eq!((f.mismatch_line, f.found_text), (2, None));
+        assert_eq!((f.mismatch_line, f.found), (2, Found::EndOfFile));
     }
 }

@@ -40,20 +40,19 @@ pub enum PatchError {
     /// A hunk's context and removed lines were not found in the file.
     #[error("{0}")]
     HunkFailed(Box<HunkFailure>),
-    /// A deletion patch (`+++ /dev/null`) does not remove every line of the file.
+    /// A deletion patch (`+++ /dev/null`) does not remove every line of the file. The
+    /// remaining lines are not quoted: the patch says nothing about them, so a quote would
+    /// only read the file out.
     #[error(
         "the patch deletes the file (`+++ /dev/null`) but its removed lines do not cover \
-         the whole file: {remaining} line(s) would remain, starting at line {first_line}: \
-         {}; the removed lines must be exactly the file's content",
-        quote(.text)
+         the whole file: {remaining} line(s) would remain, starting at line {first_line}; \
+         the removed lines must be exactly the file's content: re-read the file"
     )]
     DeleteIncomplete {
         /// How many lines of the file the patch does not remove.
         remaining: usize,
         /// 1-based number of the first line the patch does not remove.
         first_line: usize,
-        /// That line's text.
-        text: String,
     },
     /// The patch creates the file (`--- /dev/null`) but the file exists and is not empty.
     #[error(
@@ -129,10 +128,41 @@ pub struct HunkFailure {
     pub mismatch_line: usize,
     /// What the hunk expects on `mismatch_line`.
     pub expected_text: String,
-    /// What the file has on `mismatch_line`; `None` past the end of the file.
-    pub found_text: Option<String>,
+    /// What the file has on `mismatch_line`, as far as it may be quoted.
+    pub found: Found,
     /// Extra advice (hunk order, already-applied change …), if any.
     pub hint: Option<String>,
+}
+
+/// What the file has where a failed hunk first differs. A failure quotes at most this one
+/// line of the file (length-capped), and only when the hunk's own line already has most of
+/// it: a patch is not a way to read a file it does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// The file ends before that line.
+    EndOfFile,
+    /// The file's line, close to the hunk's (see `diagnose.rs`).
+    Line(String),
+    /// A line of a file that is not text (it has NUL bytes): nothing of it is quoted.
+    NotText,
+    /// A line that shares too little with the hunk's line to be quoted.
+    Unlike,
+}
+
+impl fmt::Display for Found {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Found::EndOfFile => f.write_str("end of file"),
+            Found::Line(text) => f.write_str(&quote(text)),
+            Found::NotText => f.write_str(
+                "a line of a file that is not text (it has NUL bytes; nothing of it is quoted)",
+            ),
+            Found::Unlike => f.write_str(
+                "a different line (not quoted: it shares too little with the hunk's line; \
+                 re-read the file)",
+            ),
+        }
+    }
 }
 
 impl fmt::Display for HunkFailure {
@@ -156,15 +186,12 @@ impl fmt::Display for HunkFailure {
                 self.closest_line, self.matching, self.total
             )?;
         }
-        let found = self
-            .found_text
-            .as_deref()
-            .map_or_else(|| "end of file".to_owned(), quote);
         write!(
             f,
-            "first mismatch at line {}: expected {}, found {found}.",
+            "first mismatch at line {}: expected {}, found {}.",
             self.mismatch_line,
             quote(&self.expected_text),
+            self.found,
         )?;
         if let Some(hint) = &self.hint {
             write!(f, " {hint}")?;

@@ -28,7 +28,8 @@
 //!   same lines. Deletions must match exactly.
 //! - A hunk that does not apply fails the whole patch with `PATCH_HUNK_FAILED`, naming the
 //!   hunk, its header, the line it was expected at, the closest partial match and the
-//!   first differing line (expected vs found). A patch that changes nothing fails with
+//!   first differing line (expected vs found; the file's line is quoted only when the
+//!   hunk's is close to it, never from a file with NUL bytes: see `diagnose.rs`). A patch that changes nothing fails with
 //!   `PATCH_NO_CHANGE`.
 //!
 //! # Design
@@ -65,7 +66,7 @@ mod search;
 #[cfg(test)]
 mod tests;
 
-pub use error::{HunkFailure, PatchError};
+pub use error::{Found, HunkFailure, PatchError};
 
 use apply::{apply_hunks, Options};
 use file::FileText;
@@ -136,12 +137,6 @@ pub fn apply_patch(original: Option<&str>, patch: &str) -> Result<PatchApplied, 
                 return Err(PatchError::DeleteIncomplete {
                     remaining: applied.kept_lines,
                     first_line: first + 1,
-                    text: file
-                        .lines()
-                        .get(first)
-                        .copied()
-                        .unwrap_or_default()
-                        .to_owned(),
                 })
             }
             _ => PatchedFile::Deleted,

@@ -132,7 +132,11 @@ fn creation_and_deletion_edge_cases() {
         "--- a/f\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-a\n-b\n",
     );
     assert_eq!(partial.code(), crate::ErrorCode::PatchHunkFailed);
-    assert!(partial.to_string().contains("line 3: `c`"), "{partial}");
+    assert!(
+        partial.to_string().contains("starting at line 3;"),
+        "{partial}"
+    );
+    assert!(!partial.to_string().contains("`c`"), "{partial}");
     assert_eq!(
         error(None, "--- a/f\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n").code(),
         crate::ErrorCode::PatchTargetMissing

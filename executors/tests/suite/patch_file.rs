@@ -86,3 +86,63 @@ async fn wrong_counts_and_offsets_still_apply_and_are_reported() {
         original.replace("item 9\n", "item nine\n")
     );
 }
+
+/// Issue 32: a failing `PATCH_FILE` is not a way to read a file. Against a secrets file,
+/// blind hunks, a hunk anchored on a known line and a deletion quote none of its secrets;
+/// against a file with NUL bytes nothing of it is quoted, even a line close to the hunk's;
+/// a near miss in an ordinary file is still quoted (it is what the writer needs).
+#[tokio::test]
+async fn a_failing_patch_quotes_nothing_it_did_not_already_know() {
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = Registry::with_defaults();
+    let failure = |path: &std::path::Path, diff: &str| {
+        let command = patch(path, diff);
+        let registry = &registry;
+        async move {
+            let messages = run(registry, command).await;
+            let end = terminal(&messages);
+            assert_eq!(end.status, ExecutionStatus::Failed, "{messages:?}");
+            end.error.clone()
+        }
+    };
+    let secrets = tmp.path().join("credentials");
+    let key = "AKIAIOSFODNN7EXAMPLE";
+    let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    let content = format!(
+        "[default]\naws_access_key_id = {key}\naws_secret_access_key = {secret}\npin = 4711\n"
+    );
+    std::fs::write(&secrets, &content).unwrap();
+    let attacks = [
+        // Blind: the header points at a line, the hunk knows nothing of it.
+        "@@ -2,1 +2,1 @@\n-x\n+y\n".to_owned(),
+        "@@ -3,1 +3,1 @@\n-aws_secret_access_key = \n+y\n".to_owned(),
+        "@@ -4,1 +4,1 @@\n-x\n+y\n".to_owned(),
+        // Anchored on a line everyone knows, guessing the next.
+        "@@ -1,2 +1,2 @@\n [default]\n-aws_access_key_id = AKIA\n+x\n".to_owned(),
+        format!("@@ -2,2 +2,2 @@\n aws_access_key_id = {key}\n-guess\n+x\n"),
+        // A deletion that removes the first line only.
+        "--- a/credentials\n+++ /dev/null\n@@ -1,1 +0,0 @@\n-[default]\n".to_owned(),
+    ];
+    for diff in attacks {
+        let error = failure(&secrets, &diff).await;
+        for leaked in [key, secret, "4711"] {
+            assert!(!error.contains(leaked), "{diff:?} read {leaked}: {error}");
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&secrets).unwrap(), content);
+
+    let binary = tmp.path().join("blob.bin");
+    std::fs::write(&binary, "header\0\u{1}\nsecret-in-blob-42\n").unwrap();
+    let error = failure(&binary, "@@ -2,1 +2,1 @@\n-secret-in-blob-4\n+x\n").await;
+    assert!(!error.contains("secret-in-blob-42"), "{error}");
+    assert!(error.contains("not text"), "{error}");
+
+    let code = tmp.path().join("code.rs");
+    std::fs::write(&code, "fn main() {\n    run(a, b, c);\n}\n").unwrap();
+    let error = failure(
+        &code,
+        "@@ -1,3 +1,3 @@\n fn main() {\n-    run(a, b);\n+    go(a, b);\n }\n",
+    )
+    .await;
+    assert!(error.contains("found `    run(a, b, c);`"), "{error}");
+}
