@@ -212,13 +212,11 @@ mod tests {
         while Instant::now() <= between {
             std::hint::spin_loop();
         }
-        let second = tokio::time::timeout(
-            Duration::from_secs(30),
-            terminal.ask(&request("second?")),
-        )
-        .await
-        .expect("the answer typed as the prompt appeared was dropped")
-        .unwrap();
+        let second =
+            tokio::time::timeout(Duration::from_secs(30), terminal.ask(&request("second?")))
+                .await
+                .expect("the answer typed as the prompt appeared was dropped")
+                .unwrap();
         assert_eq!(second, "Ada");
     }
 }

@@ -424,12 +424,18 @@ fn exec_keeps_credentials_under_other_names_out_of_the_shell() {
         ("SSH_AUTH_SOCK", "/tmp/agent-sock-secret"),
         ("GH_PAT", "github_pat_secret"),
         ("NPM_CONFIG__AUTH", "npm-auth-secret"),
-        ("npm_config_//registry.npmjs.org/:_authToken", "npm-token-secret"),
+        (
+            "npm_config_//registry.npmjs.org/:_authToken",
+            "npm-token-secret",
+        ),
         ("HTTPS_PROXY", "http://user:proxy-secret@proxy.invalid:3128"),
         ("REDIS_URL", "redis://:redis-secret@cache.invalid:6379"),
         ("SENTRY_DSN", "https://dsn-secret@o1.invalid/1"),
         ("DATABASE_URL", "postgres://app@db.invalid/database-secret"),
-        ("SLACK_WEBHOOK_URL", "https://hooks.invalid/services/webhook-secret"),
+        (
+            "SLACK_WEBHOOK_URL",
+            "https://hooks.invalid/services/webhook-secret",
+        ),
     ];
     let env_of = |flags: &[&str]| -> String {
         let mut command = cmdr();
@@ -447,7 +453,10 @@ fn exec_keeps_credentials_under_other_names_out_of_the_shell() {
     };
     let default = env_of(&[]);
     for (name, value) in secrets {
-        assert!(!default.contains(value), "{name} reached the shell: {default}");
+        assert!(
+            !default.contains(value),
+            "{name} reached the shell: {default}"
+        );
     }
     assert!(
         default.contains("HTTP_PROXY=http://proxy.invalid:3128")

@@ -351,7 +351,10 @@ mod tests {
             ("SENTRY_DSN", "https://k@o1.ingest.sentry.io/1"),
             ("DATABASE_URL", "postgres://localhost/app"),
             ("TEST_DATABASE_URL", "postgres://localhost/test"),
-            ("SLACK_WEBHOOK_URL", "https://hooks.slack.com/services/T/B/x"),
+            (
+                "SLACK_WEBHOOK_URL",
+                "https://hooks.slack.com/services/T/B/x",
+            ),
             ("HTTPS_PROXY", "http://user:pw@proxy:3128"),
             ("http_proxy", "user:pw@proxy:3128"),
             ("ALL_PROXY", "socks5://u:p@proxy:1080"),
@@ -429,7 +432,10 @@ mod tests {
             inherit: Inherit::Core,
             ..EnvPolicy::default()
         };
-        assert_eq!(names(&inherited(&core.apply(all.clone()))), ["HOME", "PATH"]);
+        assert_eq!(
+            names(&inherited(&core.apply(all.clone()))),
+            ["HOME", "PATH"]
+        );
         let none = EnvPolicy {
             inherit: Inherit::None,
             set: [("X".to_owned(), "1".to_owned())].into(),

@@ -288,7 +288,12 @@ async fn git_log_in_a_tty_process_prints_and_ends_instead_of_paging() {
     let repo = tempfile::tempdir().unwrap();
     let git = |args: &[&str]| {
         let status = std::process::Command::new("git")
-            .args(["-c", "user.name=cmdr", "-c", "user.email=cmdr@example.invalid"])
+            .args([
+                "-c",
+                "user.name=cmdr",
+                "-c",
+                "user.email=cmdr@example.invalid",
+            ])
             .args(["-c", "commit.gpgsign=false"])
             .args(args)
             .current_dir(repo.path())
@@ -299,7 +304,13 @@ async fn git_log_in_a_tty_process_prints_and_ends_instead_of_paging() {
     git(&["init", "-q"]);
     // Far more than a 24-row screen: `less -F` (git's default) would not quit at once.
     for i in 1..=40 {
-        git(&["commit", "-q", "--allow-empty", "-m", &format!("change number {i}")]);
+        git(&[
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            &format!("change number {i}"),
+        ]);
     }
     let registry = Registry::with_defaults();
     let (id, _) = start_tty(
