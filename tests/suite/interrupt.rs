@@ -127,3 +127,35 @@ fn combine_prints_one_failed_line_per_started_command_with_its_data() {
         assert_eq!(by_id.len(), 2, "{by_id:?}");
     }
 }
+
+/// A cmdr started with signals ignored (as a shell starts a job run with `&`: `SIGINT` and
+/// `SIGQUIT` ignored) still starts its commands with every signal at its default, or a
+/// timeout's interrupt or a terminal's Ctrl-C would never reach them.
+#[test]
+fn commands_start_with_default_signals_however_cmdr_was_started() {
+    let command = serde_json::json!({
+        "command_id": "ignored",
+        "commandType": "BASH_EXEC",
+        "command": "grep ^SigIgn: /proc/self/status",
+    });
+    let script = format!(
+        "trap '' INT QUIT TERM HUP USR1; echo '{command}' | exec '{}' exec --combine -",
+        assert_cmd::cargo::cargo_bin("cmdr").display()
+    );
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let result: OutputResult = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result.status, ExecutionStatus::Succeeded, "{result:?}");
+    let ignored = result
+        .result_data
+        .trim()
+        .strip_prefix("SigIgn:")
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("no SigIgn line: {result:?}"));
+    // Signals 1–31; glibc reserves 32 and 33 for itself (no program can set them).
+    assert_eq!(
+        ignored & 0x7fff_ffff,
+        0,
+        "signals left ignored: {ignored:#x}"
+    );
+}

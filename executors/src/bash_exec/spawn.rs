@@ -510,9 +510,12 @@ const STAGE_STDIO: i32 = 3;
 const STAGE_DIR: i32 = 4;
 const STAGE_EXEC: i32 = 5;
 
-/// In the child: every signal cmdr handles back to its default (ignored ones stay ignored,
-/// as across any `execve`, except `SIGPIPE`, which Rust ignores for itself), and none
-/// blocked.
+/// In the child: every signal back to its default disposition, and none blocked.
+///
+/// Ignored ones too: cmdr may itself have been started with signals ignored (a shell
+/// runs a job started with `&` with `SIGINT` and `SIGQUIT` ignored, and Rust ignores
+/// `SIGPIPE`), and a command must not inherit that, or the interrupt a timeout or a
+/// PTY's Ctrl-C sends would not reach it (docs/processes.md, "Signals a command starts with").
 ///
 /// # Safety
 /// Only in a freshly cloned child.
@@ -520,16 +523,7 @@ unsafe fn default_signals() {
     let mut default: libc::sigaction = std::mem::zeroed();
     default.sa_sigaction = libc::SIG_DFL;
     for signal in 1..libc::SIGRTMAX() {
-        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
-            continue;
-        }
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
-            continue;
-        }
-        if signal == libc::SIGPIPE
-            || (old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN)
-        {
+        if signal != libc::SIGKILL && signal != libc::SIGSTOP {
             libc::sigaction(signal, &default, std::ptr::null_mut());
         }
     }
