@@ -12,7 +12,7 @@
 //! Prints a Markdown table on stdout (progress on stderr). Exits with status 1 when a
 //! check failed (a side's commands differ from the regex's).
 
-/// The allocator of the `cmdr` binary (src/allocator.rs), so in-process figures are its
+/// The allocator of the `cmdr` binary (src/main.rs), so in-process figures are its
 /// (its smaller first arena, which only shapes a process's first allocations, is not copied).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

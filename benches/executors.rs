@@ -12,7 +12,7 @@
 //! result check failed (wrong output, a reference tool failing); a cmdr command that
 //! reports `FAILED` only shows as "engine error" in its row.
 
-/// The allocator of the `cmdr` binary (src/allocator.rs), so in-process figures are its
+/// The allocator of the `cmdr` binary (src/main.rs), so in-process figures are its
 /// (its smaller first arena, which only shapes a process's first allocations, is not copied).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -14,7 +14,7 @@
 //! failed (a stream not ending with exactly one `SUCCEEDED`, a wrong reply, a command
 //! run twice or lost).
 
-/// The allocator of the `cmdr` binary (src/allocator.rs), so in-process figures are its
+/// The allocator of the `cmdr` binary (src/main.rs), so in-process figures are its
 /// (its smaller first arena, which only shapes a process's first allocations, is not copied).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

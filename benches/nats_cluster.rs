@@ -12,7 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-/// The allocator of the `cmdr` binary (src/allocator.rs), so in-process figures are its
+/// The allocator of the `cmdr` binary (src/main.rs), so in-process figures are its
 /// (its smaller first arena, which only shapes a process's first allocations, is not copied).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

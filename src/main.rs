@@ -6,17 +6,17 @@ use std::time::Duration;
 
 use clap::Parser;
 
-/// The global allocator (mimalloc) and its settings.
-mod allocator;
-/// The entry point before the C library's `_start` (static x86-64 Linux builds).
-mod entry;
+/// The global allocator: mimalloc rather than glibc's malloc, because a command's buffers
+/// and messages are allocated on one thread and freed on another, which glibc serialises
+/// on its arena locks (~24 % of the NATS throughput bench's CPU; docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// How long to wait at exit for blocking threads (a terminal prompt nobody answered).
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
 fn main() -> ExitCode {
-    let cli = cmdr::cli::Cli::one_shot().unwrap_or_else(cmdr::cli::Cli::parse);
-    let exit_at_once = cli.may_exit_at_once();
+    let cli = cmdr::cli::Cli::parse();
     init_logging();
     // Before any command runs: they must not read cmdr's secrets from /proc.
     cmdr::undumpable::hide_from_commands();
@@ -38,27 +38,11 @@ fn main() -> ExitCode {
     runtime.shutdown_timeout(EXIT_GRACE);
     // Leaves no empty cgroup behind for the next cmdr to sweep at its start-up.
     cmdr_executors::remove_cgroups();
-    if exit_at_once {
-        exit_now(code);
-    }
     ExitCode::from(code)
 }
 
-/// Ends the process without the C library's exit handlers, for a run that
-/// [may](cmdr::cli::Cli::may_exit_at_once): nothing of its needs them (the runtime is shut
-/// down, the cgroups removed, the kernel closes the rest), and mimalloc's (collecting and
-/// purging its arenas) cost a one-shot `cmdr exec` ~0.15 ms (BENCHMARKS.md, X3). Its one
-/// stdout writer has finished, so nobody holds stdout's lock; stderr is unbuffered.
-fn exit_now(code: u8) -> ! {
-    use std::io::Write;
-    let _ = std::io::stdout().lock().flush();
-    // SAFETY: `_exit` only ends the process; every buffer cmdr writes through is flushed.
-    unsafe { nix::libc::_exit(code.into()) }
-}
-
 /// Logs go to stderr (stdout carries results); `RUST_LOG` / `CMDR_LOG` set the filter.
-/// Without either, warnings and errors by a plain level: no filter to parse at the start
-/// of every one-shot `cmdr exec` (BENCHMARKS.md, X3).
+/// Without either, warnings and errors.
 fn init_logging() {
     let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -10,7 +10,6 @@ mod concurrency;
 mod confine;
 mod exec;
 mod nats_args;
-mod one_shot;
 mod output_limit;
 mod process_refs;
 mod runner;
@@ -87,17 +86,6 @@ impl Cli {
     /// servers and `--jobs N` keep the multi-thread runtime.
     pub fn single_threaded(&self) -> bool {
         matches!(&self.command, CliCommand::Exec(args) if args.jobs == 1)
-    }
-
-    /// Whether the process may end with `_exit`, skipping the C library's exit handlers,
-    /// once [`Cli::run`] has returned: only `cmdr exec` and `cmdr submit`, whose one stdout
-    /// writer (the printer, on the runtime or its own thread) has finished by then. A
-    /// server's threads may still be blocked on a client's full pipe, holding stdout's lock
-    /// (normal exit skips a locked stdout), and a one-shot run is where the handlers'
-    /// ~0.15 ms show.
-    /// Tools that write at exit (coverage, leak checkers) see nothing of these runs.
-    pub fn may_exit_at_once(&self) -> bool {
-        matches!(&self.command, CliCommand::Exec(_) | CliCommand::Submit(_))
     }
 
     /// Runs the chosen subcommand; returns the process exit status.
