@@ -4,6 +4,10 @@
 /// `String::from_utf8` validated with SIMD (`simdutf8`); on failure, the bytes back and
 /// where the first error is (`valid_up_to`, and `error_len`: `None` for an incomplete
 /// last character).
+#[allow(
+    unsafe_code,
+    reason = "skips std's second validation of bytes simdutf8 has just validated"
+)]
 pub fn string_from_utf8(bytes: Vec<u8>) -> Result<String, (Vec<u8>, usize, Option<usize>)> {
     match simdutf8::compat::from_utf8(&bytes) {
         // SAFETY: simdutf8 has just checked that every byte is valid UTF-8, which is all

@@ -121,8 +121,11 @@ fn writable(fd: impl AsFd) -> io::Result<bool> {
 
 /// `fd` registered with the runtime for readiness.
 fn register<T: AsRawFd>(fd: T) -> Option<AsyncFd<T>> {
+    #[allow(
+        unsafe_code,
+        reason = "tokio's AsyncFd::register: the descriptor is owned by the AsyncFd"
+    )]
     // SAFETY: the AsyncFd owns the descriptor for its whole life (it is moved in): nothing
     // else closes or replaces that descriptor while it is registered.
-    #[allow(unsafe_code)]
     unsafe { AsyncFd::register(fd) }.ok()
 }

@@ -7,7 +7,10 @@
 //!   and read;
 //! - without Landlock, `--landlock` is reported not enforced, and nothing is claimed.
 
-#![allow(unsafe_code)]
+#![allow(
+    unsafe_code,
+    reason = "installs a seccomp filter in the child before exec (pre_exec, prctl)"
+)]
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};

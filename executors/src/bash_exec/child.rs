@@ -10,7 +10,10 @@
 //! sees the shell exit, without reaping it ([`ExitWatch::Pipe`]); signals then go by pid,
 //! which is as safe while the shell is unreaped: a zombie keeps its pid.
 
-#![allow(unsafe_code)]
+#![allow(
+    unsafe_code,
+    reason = "pidfd and waitid calls on a child only this module reaps; no crate waits on a pidfd without reaping"
+)]
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -17,7 +17,10 @@
 //! `clone3` or `CLONE_INTO_CGROUP` is missing (kernels before 5.7, seccomp profiles that
 //! refuse `clone3`), the child is forked and moves itself into the cgroup before `execve`.
 
-#![allow(unsafe_code)]
+#![allow(
+    unsafe_code,
+    reason = "clone3/fork and the child's async-signal-safe set-up before execve; std's Command cannot start a child inside a cgroup"
+)]
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;

@@ -64,9 +64,12 @@ impl Pty {
         let terminal = open_terminal(&master, flags)?;
         rustix::termios::tcsetwinsize(&terminal, winsize(size))?;
         rustix::io::ioctl_fionbio(&master, true)?;
+        #[allow(
+            unsafe_code,
+            reason = "tokio's AsyncFd::register: the descriptor is owned by the AsyncFd"
+        )]
         // SAFETY: the AsyncFd owns the master (an `OwnedFd`) for its whole life: nothing
         // else closes or replaces that descriptor while it is registered.
-        #[allow(unsafe_code)]
         let master = unsafe { AsyncFd::register(master)? };
         Ok((
             Self {
