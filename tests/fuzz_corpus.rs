@@ -83,3 +83,8 @@ fn http_request() {
 fn mcp_params() {
     replay("mcp_params", checks::mcp_params::check);
 }
+
+#[test]
+fn json_escape() {
+    replay("json_escape", checks::json_escape::check);
+}

@@ -5,6 +5,7 @@ pub mod command_file;
 pub mod decode_command;
 pub mod http_request;
 pub mod input;
+pub mod json_escape;
 pub mod mcp_params;
 pub mod patch;
 pub mod patch_roundtrip;
