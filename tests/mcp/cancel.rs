@@ -103,20 +103,31 @@ async fn a_dropped_http_request_kills_a_running_bash_exec() {
     let server = Server::start(state.clone()).await;
     let (mut rpc, _) = Rpc::connect(&server.url(), None).await;
     let marker = world.work().join("finished");
+    let pid_file = world.work().join("shell.pid");
 
     let (_, response) = rpc
         .send(
             "tools/call",
             json!({"name": "bash_exec",
-                   "arguments": {"command": format!("sleep 3 && touch {}", marker.display())}}),
+            "arguments": {"command": format!(
+                "echo $$ > {}; sleep 60; touch {}",
+                pid_file.display(),
+                marker.display()
+            )}}),
         )
         .await;
-    for _ in 0..200 {
-        if state.registry.in_flight_count() == 1 {
-            break;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let shell = loop {
+        let pid = std::fs::read_to_string(&pid_file).unwrap_or_default();
+        if let Ok(pid) = pid.trim().parse::<u32>() {
+            break pid;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never ran"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    };
     assert_eq!(state.registry.in_flight_count(), 1, "the command runs");
     drop(response);
     drop(rpc);
@@ -128,10 +139,15 @@ async fn a_dropped_http_request_kills_a_running_bash_exec() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // It ended long before its own minute: stopped, and its shell is gone (reaped), so
+    // it can never reach its `touch`.
+    assert!(
+        !std::path::Path::new(&format!("/proc/{shell}")).exists(),
+        "the shell {shell} still runs"
+    );
     assert!(
         !marker.exists(),
-        "the command was killed before it finished"
+        "the command finished instead of being killed"
     );
 }
 

@@ -118,13 +118,15 @@ async fn a_racing_symlink_swap_never_gets_a_file_command_outside_the_root() {
 
 /// A process in another mount namespace whose cwd is a tmpfs mounted over the root (there
 /// only): `/proc/<pid>/cwd` reads as the root's path, but the kernel would follow it into
-/// that tmpfs. File commands must not reach it. Needs root and `unshare`.
+/// that tmpfs. File commands must not reach it. Needs `unshare`: as root a mount namespace,
+/// otherwise a user namespace of its own as well (the attacker's way without privileges).
 #[tokio::test]
 async fn a_proc_magic_link_into_another_mount_namespace_is_not_followed() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root for unshare --mount");
-        return;
-    }
+    let namespaces: &[&str] = if nix::unistd::geteuid().is_root() {
+        &["--mount"]
+    } else {
+        &["--user", "--map-root-user", "--mount"]
+    };
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap().join("root");
     std::fs::create_dir_all(&root).unwrap();
@@ -137,7 +139,8 @@ async fn a_proc_magic_link_into_another_mount_namespace_is_not_followed() {
         ready = ready.display()
     );
     let mut other = std::process::Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .args(namespaces)
+        .args(["--propagation", "private", "sh", "-c", &script])
         .spawn()
         .unwrap();
     let pid = other.id();
