@@ -456,3 +456,50 @@ async fn an_archived_conversation_takes_no_new_process() {
     assert_eq!(status, StatusCode::OK, "{started}");
     server.state.registry.end_scope(&scope).await;
 }
+
+/// The end event of one SSE follower of process `id`.
+async fn sse_end(server: &crate::http::support::Server, id: &str) -> Value {
+    let response = server
+        .http
+        .get(server.url(&format!("/processes/{id}/output?stream=true&offset=0")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    crate::http::support::SseReader::new(response)
+        .until(|e| e["type"] == "end")
+        .await
+}
+
+/// Many quick processes, each followed by several SSE streams at once (so the exit wakes
+/// several tasks, some taken by the runtime's other threads): every stream must end with
+/// the exit, never `running` without an exit code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_follower_of_a_quick_exit_over_rest_ends_with_the_exit() {
+    let llm = FakeLlm::start(vec![]).await;
+    let server = server(&llm).await;
+    let mut wrong = Vec::new();
+    let mut followed = 0;
+    for _ in 0..40 {
+        let (status, started) = server
+            .post(
+                "/processes",
+                json!({"command": "sleep 0.02; exit 7", "yield_ms": 0}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{started}");
+        let id = started["processId"].as_str().unwrap().to_owned();
+        let ends = futures_util::future::join_all((0..4).map(|_| sse_end(&server, &id))).await;
+        for end in ends {
+            followed += 1;
+            if end["processState"] != "exited" || end["exitCode"] != 7 {
+                wrong.push(end);
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {followed} followers ended without the exit: {wrong:?}",
+        wrong.len()
+    );
+}

@@ -181,11 +181,13 @@ impl Process {
         *self.state.borrow()
     }
 
-    /// Records that it exited (the actor calls this once its output is drained).
+    /// Records that it exited (the actor calls this once its output is drained): the
+    /// state first, then the log's close, so that whoever is woken by the close (a long
+    /// poll, an SSE follower, a start waiting out `yield_ms`) sees how it exited.
     pub fn set_exited(&self, code: Option<i32>, signal: Option<i32>) {
-        self.log.close();
         self.state
             .send_replace(ProcessState::Exited { code, signal });
+        self.log.close();
     }
 
     /// Waits until it has exited, at most `timeout`; its state then.
