@@ -503,3 +503,58 @@ async fn every_follower_of_a_quick_exit_over_rest_ends_with_the_exit() {
         wrong.len()
     );
 }
+
+/// CPU time of process `pid` so far (utime + stime, in clock ticks of 10 ms).
+fn cpu_of(pid: i32) -> std::time::Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let ticks: u64 = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|f| f.parse::<u64>().unwrap())
+        .sum();
+    std::time::Duration::from_millis(10 * ticks)
+}
+
+/// A process whose output ends inside a UTF-8 character: an SSE follower from there gets
+/// its headers at once and waits for the rest without spinning (measured on a real
+/// `cmdr serve` while a long poll of the same output waits out its `wait_ms`).
+#[tokio::test]
+async fn an_sse_follower_of_half_a_character_answers_at_once_and_waits_quietly() {
+    let serve = Serve::start(Options::default()).await;
+    let (id, first) = start_on(
+        &serve,
+        json!({"command": "printf 'x\\346'; sleep 60", "ready": {"output": "x"}}),
+    )
+    .await;
+    assert_eq!(first, "x");
+    let headers = tokio::time::timeout(
+        PATIENCE / 3,
+        serve
+            .http
+            .get(serve.url(&format!("/processes/{id}/output?stream=true&offset=1")))
+            .send(),
+    )
+    .await
+    .expect("the follower's headers never came")
+    .unwrap();
+    assert_eq!(headers.status(), StatusCode::OK);
+    let (wall, cpu) = (std::time::Instant::now(), cpu_of(serve.pid));
+    let read = serve
+        .get(&format!("/processes/{id}/output?offset=1&wait_ms=1500"))
+        .await;
+    let (waited, spent) = (wall.elapsed(), cpu_of(serve.pid) - cpu);
+    assert_eq!(read["nextOffset"], 1, "{read}");
+    assert!(
+        waited >= std::time::Duration::from_millis(1400),
+        "the long poll returned after {waited:?}"
+    );
+    assert!(
+        spent < waited / 4,
+        "cmdr serve spent {spent:?} of CPU in {waited:?} with one follower waiting"
+    );
+    drop(headers);
+}

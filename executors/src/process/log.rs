@@ -22,7 +22,10 @@
 //! Invalid bytes become U+FFFD.
 //!
 //! A waiter can ask for "output after offset N, or the end of the process, or a
-//! deadline" ([`OutputLog::wait_beyond`]) without polling.
+//! deadline" ([`OutputLog::wait_beyond`]) without polling. Output counts once it is
+//! whole: bytes of a character whose other bytes have not come yet do not wake anyone
+//! (a reader could not be given them), so a waiter whose output ends inside a character
+//! sleeps until the rest comes instead of spinning.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -52,10 +55,13 @@ pub struct Slice {
     pub truncated_before: Option<u64>,
 }
 
-/// The state readers wait on: bytes written so far, and whether writing is over.
+/// The state readers wait on: bytes written so far, how many of them are whole text
+/// (`end` less the first bytes of a character still incomplete), and whether writing is
+/// over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Progress {
     end: u64,
+    whole: u64,
     closed: bool,
 }
 
@@ -129,6 +135,7 @@ impl OutputLog {
     fn build(memory: usize, cap: usize, spill_dir: Option<PathBuf>) -> Self {
         let (progress, _) = watch::channel(Progress {
             end: 0,
+            whole: 0,
             closed: false,
         });
         Self {
@@ -181,7 +188,7 @@ impl OutputLog {
         if data.is_empty() {
             return;
         }
-        let end = {
+        let (end, whole) = {
             let mut retained = self.lock();
             // Only the last `cap` bytes of a write larger than the cap can be kept.
             let keep = data.len().min(self.cap);
@@ -201,9 +208,10 @@ impl OutputLog {
             }
             let end = retained.end();
             retained.start = retained.start.max(end.saturating_sub(self.cap as u64));
-            end
+            (end, end - held_back(&retained.bytes) as u64)
         };
-        self.progress.send_modify(|p| p.end = end);
+        self.progress
+            .send_modify(|p| (p.end, p.whole) = (end, whole));
     }
 
     /// Makes room for `more` bytes: doubling, but never beyond what the memory threshold
@@ -388,11 +396,12 @@ impl OutputLog {
         Some((from, truncated_before, end, bytes))
     }
 
-    /// Waits until output exists beyond `offset`, the log is closed, or `timeout`
-    /// passed; returns whether either of the first two happened.
+    /// Waits until whole output (not only the first bytes of a character) exists beyond
+    /// `offset`, the log is closed, or `timeout` passed; returns whether either of the
+    /// first two happened.
     pub async fn wait_beyond(&self, offset: u64, timeout: Duration) -> bool {
         let mut progress = self.progress.subscribe();
-        let ready = |p: &Progress| p.end > offset || p.closed;
+        let ready = |p: &Progress| p.whole > offset || p.closed;
         let waited = tokio::time::timeout(timeout, progress.wait_for(ready)).await;
         matches!(waited, Ok(Ok(_)))
     }
@@ -419,6 +428,17 @@ fn read_ring(file: &File, at: u64, buf: &mut [u8], cap: usize) -> std::io::Resul
     let (head, tail) = buf.split_at_mut(first);
     file.read_exact_at(head, pos as u64)?;
     file.read_exact_at(tail, 0)
+}
+
+/// How many of the last bytes in memory start a character still incomplete (the newest
+/// bytes are always in memory: the threshold is at least 4 KiB).
+fn held_back(bytes: &VecDeque<u8>) -> usize {
+    let mut last = [0; 3];
+    let n = bytes.len().min(3);
+    for (slot, byte) in last.iter_mut().zip(bytes.range(bytes.len() - n..)) {
+        *slot = *byte;
+    }
+    incomplete_tail(&last[..n])
 }
 
 fn is_continuation(byte: u8) -> bool {
@@ -548,6 +568,26 @@ mod tests {
         assert!(!log.wait_beyond(1, Duration::from_millis(20)).await);
         log.close();
         assert!(log.wait_beyond(1, Duration::from_secs(30)).await);
+    }
+
+    #[tokio::test]
+    async fn half_a_character_wakes_no_waiter_and_its_rest_does() {
+        let log = std::sync::Arc::new(OutputLog::new(4096));
+        log.append(b"a\xE6");
+        assert!(log.wait_beyond(0, Duration::from_millis(1)).await, "the a");
+        assert_eq!(log.read(1, 10).next_offset, 1, "the half is held back");
+        assert!(
+            !log.wait_beyond(1, Duration::from_millis(20)).await,
+            "half a character is not output yet"
+        );
+        log.append(b"\x97");
+        assert!(!log.wait_beyond(1, Duration::from_millis(20)).await);
+        log.append(b"\xA5");
+        assert!(log.wait_beyond(1, Duration::from_millis(1)).await);
+        assert_eq!(log.read(1, 10).text, "日");
+        // Bytes that can never complete a character are output as they are.
+        log.append(b"\xE6z");
+        assert!(log.wait_beyond(4, Duration::from_millis(1)).await);
     }
 
     /// A byte pattern where every offset is recognisable: offset `o` holds `o % 251`.

@@ -85,3 +85,77 @@ async fn every_follower_woken_by_an_exit_sees_the_exit() {
         (1 + POLLS) * ROUNDS * FOLLOWERS
     );
 }
+
+/// A process whose output so far ends with the first byte of a three-byte character
+/// (`日` is E6 97 A5), then waits.
+const HALF: &str = "printf 'x\\346'; sleep 60";
+
+/// This thread's CPU time, in clock ticks of 10 ms (the current-thread runtime of a
+/// `#[tokio::test]` runs the test, the executors and the process actors on it).
+fn thread_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    let fields: Vec<u64> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|f| f.parse().unwrap())
+        .collect();
+    Duration::from_millis(10 * (fields[0] + fields[1]))
+}
+
+#[tokio::test]
+async fn a_long_poll_on_half_a_character_waits_for_the_rest() {
+    let registry = Registry::with_defaults();
+    let started = one(
+        &registry,
+        json!({"commandType": "BASH_EXEC", "command": HALF, "background": true,
+               "ready": {"output": "x"}}),
+    )
+    .await;
+    let id = started.process_id.clone().expect("a process id");
+    assert_eq!(started.next_offset, Some(1), "{started:?}");
+    let (wall, cpu) = (Instant::now(), thread_cpu());
+    let read = one(
+        &registry,
+        json!({"commandType": "PROCESS_OUTPUT", "process_id": id, "offset": 1,
+               "wait_ms": 1500}),
+    )
+    .await;
+    let (waited, spent) = (wall.elapsed(), thread_cpu() - cpu);
+    assert_eq!(read.result_data, "", "{read:?}");
+    assert_eq!(read.next_offset, Some(1), "{read:?}");
+    assert!(
+        waited >= Duration::from_millis(1400),
+        "returned after {waited:?} with nothing instead of waiting"
+    );
+    assert!(
+        spent < waited / 4,
+        "spent {spent:?} of CPU in a wait of {waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_readiness_check_on_half_a_character_sleeps_until_its_timeout() {
+    let registry = Registry::with_defaults();
+    let (wall, cpu) = (Instant::now(), thread_cpu());
+    let started = one(
+        &registry,
+        json!({"commandType": "BASH_EXEC", "command": HALF, "background": true,
+               "ready": {"output": "never printed", "timeout_ms": 1500}}),
+    )
+    .await;
+    let (waited, spent) = (wall.elapsed(), thread_cpu() - cpu);
+    assert_eq!(
+        started.error_code.as_deref(),
+        Some("READY_TIMEOUT"),
+        "{started:?}"
+    );
+    assert!(waited >= Duration::from_millis(1400), "{waited:?}");
+    assert!(
+        spent < waited / 4,
+        "spent {spent:?} of CPU in a readiness wait of {waited:?}"
+    );
+}
