@@ -47,7 +47,8 @@ pub struct NatsAuthArgs {
     #[arg(long = "nats-tls", env = "CMDR_NATS_TLS")]
     pub tls: bool,
     /// The producer id in this client's subjects (cmdr.commands.<id>.…); default: the NATS
-    /// user name, else a random one. Permissions confine a producer to its id's subjects.
+    /// user name, else one stable for this user on this machine (docs/nats.md).
+    /// Permissions confine a producer to its id's subjects.
     #[arg(long = "producer-id", env = "CMDR_PRODUCER_ID", value_name = "ID")]
     pub producer_id: Option<String>,
 }

@@ -57,15 +57,12 @@ pub async fn run(args: SubmitArgs) -> u8 {
     } else {
         Producer::new(client)
     };
-    let producer = match nats.producer_id() {
-        Some(id) => match producer.with_id(&id) {
-            Ok(producer) => producer,
-            Err(e) => {
-                eprintln!("cmdr submit: producer id: {e}");
-                return EXIT_USAGE;
-            }
-        },
-        None => producer,
+    let producer = match producer.with_id(&nats.producer_id()) {
+        Ok(producer) => producer,
+        Err(e) => {
+            eprintln!("cmdr submit: producer id: {e}");
+            return EXIT_USAGE;
+        }
     };
     let producer = producer.with_input_broker(Arc::new(TtyInput::default()));
     let options = RunOptions {

@@ -98,6 +98,21 @@ pub enum ConnectFailure {
     },
 }
 
+/// The default producer id of a client that names none and connects as no user: `u` and
+/// 16 hex digits of SHA-256 of this machine's host name and the user id, so every run of
+/// the same user on the same machine is the same producer (docs/nats.md, "Producer ids").
+pub fn stable_producer_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let uid = rustix::process::getuid().as_raw();
+    let seed = format!("{}\0{uid}", host.trim());
+    let digest = ring::digest::digest(&ring::digest::SHA256, seed.as_bytes());
+    let hex: String = digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("u{hex}")
+}
+
 impl NatsConnect {
     /// One server URL (or a comma-separated list), named `name`, without credentials.
     pub fn new(servers: &str, name: &str) -> Self {
@@ -117,8 +132,10 @@ impl NatsConnect {
             .join(",")
     }
 
-    /// The producer id: the one given, else the user name (flag or URL), if any.
-    pub fn producer_id(&self) -> Option<String> {
+    /// The producer id: the one given, else the user name (flag or URL), else
+    /// [`stable_producer_id`] (the same for every run of this user on this machine, so a
+    /// durable command resubmitted after a restart is still recognised).
+    pub fn producer_id(&self) -> String {
         self.producer_id
             .clone()
             .or_else(|| self.user.clone())
@@ -128,6 +145,7 @@ impl NatsConnect {
                     .and_then(|(_, from_url)| from_url)
                     .map(|(user, _)| user)
             })
+            .unwrap_or_else(stable_producer_id)
     }
 
     /// Connects, logging (without secrets) which server it is connected to as that changes.
@@ -192,9 +210,7 @@ impl NatsConnect {
         let mut options = ConnectOptions::new()
             .name(&self.name)
             .event_callback(|event| async move { log_event(event) });
-        if let Some(id) = self.producer_id() {
-            options = options.custom_inbox_prefix(format!("_INBOX.{id}"));
-        }
+        options = options.custom_inbox_prefix(format!("_INBOX.{}", self.producer_id()));
         if let Some(user) = &self.user {
             let password = self.password.clone().unwrap_or_default();
             options = options.user_and_password(user.clone(), password);

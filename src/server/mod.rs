@@ -363,12 +363,9 @@ async fn remote_registry(
     max_concurrent: usize,
 ) -> Result<(Registry, async_nats::Client), SetupError> {
     let client = connect.connect().await?;
-    let mut producer = Producer::new(client.clone());
-    if let Some(id) = connect.producer_id() {
-        producer = producer
-            .with_id(&id)
-            .map_err(|e| SetupError::Flag(format!("--producer-id: {e}")))?;
-    }
+    let producer = Producer::new(client.clone())
+        .with_id(&connect.producer_id())
+        .map_err(|e| SetupError::Flag(format!("--producer-id: {e}")))?;
     let producer = producer.with_input_broker(Arc::new(inputs.clone()));
     Ok((
         RemoteExecutor::registry_with_limit(producer, max_concurrent),

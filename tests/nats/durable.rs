@@ -424,3 +424,49 @@ async fn each_stored_result_names_the_one_stored_before_it() {
     stop.cancel();
     tokio::time::timeout(PATIENCE, task).await.unwrap().unwrap();
 }
+
+/// `cmdr submit --durable` of `command`, as a process of its own (no NATS user, no
+/// `--producer-id`): its results.
+async fn submit_process(server: &NatsServer, command: String) -> Vec<OutputResult> {
+    let url = server.url();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(assert_cmd::cargo::cargo_bin("cmdr"))
+            .args(["submit", "--durable", "--combine", "--nats", &url])
+            .arg(command)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// De-duplication across restarts: the same durable command submitted by one `cmdr
+/// submit`, then again by another (the first one's restart), runs once; the second gets
+/// the first one's result (docs/nats.md, "Producer ids").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_command_resubmitted_by_a_second_submit_runs_once() {
+    let server = NatsServer::start();
+    let (_stop, _task) = durable_worker(&server).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let command = serde_json::json!({
+        "command_id": "nightly-1",
+        "commandType": "BASH_EXEC",
+        "command": format!("echo run >> {}; echo done", ran.display()),
+    })
+    .to_string();
+    let first = submit_process(&server, command.clone()).await;
+    let again = submit_process(&server, command).await;
+    assert_eq!(data(&first), "done\n", "{first:?}");
+    assert_eq!(data(&again), "done\n", "{again:?}");
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "run\n",
+        "the resubmitted command ran again"
+    );
+}
