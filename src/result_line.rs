@@ -104,13 +104,8 @@ mod tests {
             error_code: Some("X".into()),
             exit_code: Some(3),
             final_cwd: Some("/tmp/\"resultData\":\"-\"".into()),
-            duration_ms: None,
-            truncated_bytes: None,
-            process_id: None,
-            process_state: None,
             next_offset: Some(7),
-            truncated_before: None,
-            queue: None,
+            ..Default::default()
         }
     }
 

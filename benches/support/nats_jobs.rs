@@ -26,19 +26,9 @@ pub fn reply_payload() -> Result<Bytes, Failure> {
         command_id: "0b3f6c1e-5d6a-4a57-9f0b-3c1d2e4f5a6b".to_owned(),
         command_type: "BASH_EXEC".to_owned(),
         status: ExecutionStatus::Succeeded,
-        message: String::new(),
-        error: String::new(),
-        result_data: String::new(),
-        error_code: None,
         exit_code: Some(0),
-        final_cwd: None,
         duration_ms: Some(1),
-        truncated_bytes: None,
-        process_id: None,
-        process_state: None,
-        next_offset: None,
-        truncated_before: None,
-        queue: None,
+        ..Default::default()
     };
     Ok(serde_json::to_vec(&result)?.into())
 }

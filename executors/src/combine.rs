@@ -79,22 +79,8 @@ where
 
 fn end(last: Option<OutputResult>, data: Kept, error: &str, code: ErrorCode) -> OutputResult {
     let mut result = last.unwrap_or_else(|| OutputResult {
-        command_id: String::new(),
-        command_type: String::new(),
         status: ExecutionStatus::Failed,
-        message: String::new(),
-        error: String::new(),
-        result_data: String::new(),
-        error_code: None,
-        exit_code: None,
-        final_cwd: None,
-        duration_ms: None,
-        truncated_bytes: None,
-        process_id: None,
-        process_state: None,
-        next_offset: None,
-        truncated_before: None,
-        queue: None,
+        ..Default::default()
     });
     result.status = ExecutionStatus::Failed;
     result.error = error.to_owned();
@@ -221,19 +207,7 @@ mod tests {
             command_id: "c".into(),
             command_type: "BASH_EXEC".into(),
             status: ExecutionStatus::Succeeded,
-            message: String::new(),
-            error: String::new(),
-            result_data: String::new(),
-            error_code: None,
-            exit_code: None,
-            final_cwd: None,
-            duration_ms: None,
-            truncated_bytes: None,
-            process_id: None,
-            process_state: None,
-            next_offset: None,
-            truncated_before: None,
-            queue: None,
+            ..Default::default()
         };
         k.into_result(&mut result);
         result

@@ -120,18 +120,8 @@ pub(crate) fn running_result(
         command_type: command_type.as_str().to_owned(),
         status: ExecutionStatus::Running,
         message,
-        error: String::new(),
         result_data: data,
-        error_code: None,
-        exit_code: None,
-        final_cwd: None,
-        duration_ms: None,
-        truncated_bytes: None,
-        process_id: None,
-        process_state: None,
-        next_offset: None,
-        truncated_before: None,
-        queue: None,
+        ..Default::default()
     }
 }
 

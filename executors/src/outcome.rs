@@ -42,6 +42,12 @@ pub struct ProcessStatus {
     pub next_offset: Option<u64>,
     /// The offset asked for was older than the retained output, which starts here.
     pub truncated_before: Option<u64>,
+    /// The bytes of output produced so far (`outputBytes`).
+    pub output_bytes: Option<u64>,
+    /// When it exited (`exitedAt`, RFC 3339), once it has.
+    pub exited_at: Option<String>,
+    /// The signal that ended it (`signal`: `KILL`, `TERM` …), when one did.
+    pub signal: Option<String>,
 }
 
 impl Outcome {

@@ -331,10 +331,11 @@ pub enum Command {
 }
 
 /// Where a command stands. `SUCCEEDED` and `FAILED` are terminal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ExecutionStatus {
     /// Still running; `resultData` may carry a chunk of output.
+    #[default]
     Running,
     /// Finished successfully (terminal).
     Succeeded,
@@ -346,7 +347,7 @@ pub enum ExecutionStatus {
 ///
 /// `commandType` is kept as the text the producer sent, so a command whose type could not
 /// be decoded can still be answered on the same stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputResult {
     /// The id of the command this message belongs to.
     pub command_id: String,
@@ -418,6 +419,20 @@ pub struct OutputResult {
         skip_serializing_if = "Option::is_none"
     )]
     pub truncated_before: Option<u64>,
+    /// Process commands: the bytes of output the process has produced so far, over its
+    /// whole life (compare with `nextOffset`: what is left to read).
+    #[serde(
+        rename = "outputBytes",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub output_bytes: Option<u64>,
+    /// Process commands: when the process exited (RFC 3339, milliseconds), once it has.
+    #[serde(rename = "exitedAt", default, skip_serializing_if = "Option::is_none")]
+    pub exited_at: Option<String>,
+    /// Process commands: the signal that ended the process (`KILL`, `TERM` …), when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
     /// A `RUNNING` note on the command's wait for a free slot of its type (docs/contract.md
     /// §3, "Queueing"): `queued` at once when every slot is busy, `started` when it gets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

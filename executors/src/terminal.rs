@@ -53,13 +53,14 @@ fn from_outcome(command_id: &str, command_type: CommandType, outcome: Outcome) -
         error_code: outcome.error_code,
         exit_code: outcome.exit_code,
         final_cwd: outcome.final_cwd,
-        duration_ms: None,
-        truncated_bytes: None,
         process_state: outcome.process.as_ref().map(|p| p.state.to_owned()),
         next_offset: outcome.process.as_ref().and_then(|p| p.next_offset),
         truncated_before: outcome.process.as_ref().and_then(|p| p.truncated_before),
-        queue: None,
+        output_bytes: outcome.process.as_ref().and_then(|p| p.output_bytes),
+        exited_at: outcome.process.as_ref().and_then(|p| p.exited_at.clone()),
+        signal: outcome.process.as_ref().and_then(|p| p.signal.clone()),
         process_id: outcome.process.map(|p| p.process_id),
+        ..Default::default()
     }
 }
 
@@ -77,17 +78,8 @@ pub(crate) fn failed_result(command_id: &str, command_type: &str, err: &ExecErro
         status: ExecutionStatus::Failed,
         message,
         error: err.to_string(),
-        result_data: String::new(),
         error_code: Some(err.code().into()),
-        exit_code: None,
-        final_cwd: None,
-        duration_ms: None,
-        truncated_bytes: None,
-        process_id: None,
-        process_state: None,
-        next_offset: None,
-        truncated_before: None,
-        queue: None,
+        ..Default::default()
     }
 }
 
@@ -104,16 +96,7 @@ pub(crate) fn rejected_result(
         status: ExecutionStatus::Failed,
         message: "Command rejected before execution.".to_owned(),
         error,
-        result_data: String::new(),
         error_code: Some(code.into()),
-        exit_code: None,
-        final_cwd: None,
-        duration_ms: None,
-        truncated_bytes: None,
-        process_id: None,
-        process_state: None,
-        next_offset: None,
-        truncated_before: None,
-        queue: None,
+        ..Default::default()
     }
 }

@@ -374,19 +374,9 @@ fn lost(stream: &impl CommandStream, interrupted: bool) -> OutputResult {
         command_id: stream.command_id(),
         command_type: stream.command_type(),
         status: ExecutionStatus::Failed,
-        message: String::new(),
         error,
-        result_data: String::new(),
         error_code: Some(code.into()),
-        exit_code: None,
-        final_cwd: None,
-        duration_ms: None,
-        truncated_bytes: None,
-        process_id: None,
-        process_state: None,
-        next_offset: None,
-        truncated_before: None,
-        queue: None,
+        ..Default::default()
     }
 }
 

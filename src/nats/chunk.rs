@@ -66,18 +66,9 @@ mod tests {
             command_type: "LIST_DIRECTORY".into(),
             status,
             message: "listed".into(),
-            error: String::new(),
             result_data: data,
-            error_code: None,
-            exit_code: None,
-            final_cwd: None,
             duration_ms: Some(3),
-            truncated_bytes: None,
-            process_id: None,
-            process_state: None,
-            next_offset: None,
-            truncated_before: None,
-            queue: None,
+            ..Default::default()
         }
     }
 

@@ -24,9 +24,9 @@ use super::pump::{read_with, sleep_until, DRAIN_AFTER_EXIT};
 use super::sandbox::Sandbox;
 use crate::error::ExecError;
 use crate::executor::ExecContext;
-use crate::outcome::{Outcome, ProcessStatus};
+use crate::outcome::Outcome;
 use crate::process::{
-    Control, Process, ProcessState, ProcessTable, PtyReader, Readiness, Stdin, TermSize,
+    status_of, Control, Process, ProcessState, ProcessTable, PtyReader, Readiness, Stdin, TermSize,
 };
 use crate::protocol::BashExecCommand;
 use crate::ErrorCode;
@@ -140,12 +140,7 @@ pub(super) async fn start(
         describe(state)
     ));
     outcome.exit_code = state.exit_code();
-    outcome.process = Some(ProcessStatus {
-        process_id: id,
-        state: state.name(),
-        next_offset: Some(next),
-        truncated_before: None,
-    });
+    outcome.process = Some(status_of(&process, state, next, None));
     Ok(outcome)
 }
 
@@ -198,12 +193,7 @@ async fn wait_ready(
     };
     process.set_read_offset(offset);
     let state = process.state();
-    let status = Some(ProcessStatus {
-        process_id: process.id.clone(),
-        state: state.name(),
-        next_offset: Some(offset),
-        truncated_before: None,
-    });
+    let status = Some(status_of(process, state, offset, None));
     let took = crate::outcome::human_duration(started.elapsed());
     let mut outcome = if ready {
         Outcome::succeeded(format!(

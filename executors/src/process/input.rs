@@ -94,15 +94,17 @@ impl Executor for ProcessInputExec {
                 format!(", terminal resized to {}x{}", size.cols, size.rows)
             });
             let mut outcome = Outcome::succeeded(format!(
-                "Wrote {} bytes to {}{ended}{resized} ({}).",
+                "Wrote {} bytes to {}{ended}{resized} ({}).{}",
                 cmd.input.len(),
                 process.id,
-                crate::bash_exec::describe(state)
+                crate::bash_exec::describe(state),
+                super::rest_note(&process, slice.next_offset)
             ))
             .with_data(slice.text);
             outcome.exit_code = state.exit_code();
             outcome.process = Some(status_of(
                 &process,
+                state,
                 slice.next_offset,
                 slice.truncated_before,
             ));

@@ -80,7 +80,7 @@ impl Executor for ProcessKillExec {
             };
             let mut outcome = Outcome::succeeded(message);
             outcome.exit_code = state.exit_code();
-            outcome.process = Some(status_of(&process, end, None));
+            outcome.process = Some(status_of(&process, state, end, None));
             Ok(outcome)
         })
     }

@@ -1,5 +1,6 @@
 //! `PROCESS_LIST`: the background processes of the command's scope, as a JSON array in `resultData`:
-//! `[{processId, command, pid, state, startedAt, exitCode?, outputBytes, tty}]`.
+//! `[{processId, command, pid, state, startedAt, exitCode?, exitedAt?, signal?, outputBytes,
+//! tty}]`.
 
 use serde::Serialize;
 
@@ -20,6 +21,10 @@ struct Entry<'a> {
     started_at: String,
     #[serde(rename = "exitCode", skip_serializing_if = "Option::is_none")]
     exit_code: Option<i32>,
+    #[serde(rename = "exitedAt", skip_serializing_if = "Option::is_none")]
+    exited_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<String>,
     #[serde(rename = "outputBytes")]
     output_bytes: u64,
     tty: bool,
@@ -52,8 +57,10 @@ impl Executor for ProcessListExec {
                         command: &p.command,
                         pid: p.pid,
                         state: state.name(),
-                        started_at: humantime::format_rfc3339_millis(p.started_at).to_string(),
+                        started_at: super::timestamp(p.started_at),
                         exit_code: state.exit_code(),
+                        exited_at: p.exited_at().map(super::timestamp),
+                        signal: state.signal_name(),
                         output_bytes: p.log.end(),
                         tty: p.terminal().is_some(),
                     }

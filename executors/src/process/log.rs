@@ -302,6 +302,17 @@ impl OutputLog {
         self.progress.borrow().end
     }
 
+    /// The end of what a reader can be given now: [`Self::end`] less the first bytes of
+    /// a character still incomplete (all of it once the log is closed).
+    pub fn available(&self) -> u64 {
+        let progress = *self.progress.borrow();
+        if progress.closed {
+            progress.end
+        } else {
+            progress.whole
+        }
+    }
+
     /// The first offset still retained.
     pub fn start(&self) -> u64 {
         self.lock().start

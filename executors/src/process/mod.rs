@@ -36,12 +36,36 @@ pub use table::{Control, Process, ProcessLimits, ProcessState, ProcessTable, Slo
 
 use crate::outcome::ProcessStatus;
 
-/// The process fields of a terminal result for `process` after reading up to `next`.
-fn status_of(process: &Process, next: u64, truncated_before: Option<u64>) -> ProcessStatus {
+/// The process fields of a terminal result for `process` in `state` (read once by the
+/// caller, so that its message says the same) after reading up to `next`.
+pub(crate) fn status_of(
+    process: &Process,
+    state: ProcessState,
+    next: u64,
+    truncated_before: Option<u64>,
+) -> ProcessStatus {
     ProcessStatus {
         process_id: process.id.clone(),
-        state: process.state().name(),
+        state: state.name(),
         next_offset: Some(next),
         truncated_before,
+        output_bytes: Some(process.log.end()),
+        exited_at: process.exited_at().map(timestamp),
+        signal: state.signal_name(),
+    }
+}
+
+/// A time as the process fields give it (RFC 3339, milliseconds).
+pub(crate) fn timestamp(at: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// What a read up to `next` left of the output of `process`: the words to add to its
+/// message when more has been produced than was returned (a model must not take the part
+/// for the whole), else nothing.
+pub(crate) fn rest_note(process: &Process, next: u64) -> String {
+    match process.log.available().saturating_sub(next) {
+        0 => String::new(),
+        rest => format!(" {rest} more bytes follow: read on from offset {next}."),
     }
 }

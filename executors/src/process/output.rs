@@ -50,16 +50,18 @@ impl Executor for ProcessOutputExec {
             process.set_read_offset(slice.next_offset);
             let state = process.state();
             let mut outcome = Outcome::succeeded(format!(
-                "{} bytes of output of {} from offset {} ({}).",
+                "{} bytes of output of {} from offset {} ({}).{}",
                 slice.next_offset - slice.offset,
                 process.id,
                 slice.offset,
-                crate::bash_exec::describe(state)
+                crate::bash_exec::describe(state),
+                super::rest_note(&process, slice.next_offset)
             ))
             .with_data(slice.text);
             outcome.exit_code = state.exit_code();
             outcome.process = Some(status_of(
                 &process,
+                state,
                 slice.next_offset,
                 slice.truncated_before,
             ));

@@ -93,6 +93,22 @@ impl ProcessState {
             ProcessState::Exited { code, .. } => code,
         }
     }
+
+    /// The name of the signal that ended it (`KILL`, `TERM` …; its number if it has no
+    /// name), when one did.
+    pub fn signal_name(self) -> Option<String> {
+        let ProcessState::Exited {
+            signal: Some(number),
+            ..
+        } = self
+        else {
+            return None;
+        };
+        Some(match nix::sys::signal::Signal::try_from(number) {
+            Ok(signal) => signal.as_str().trim_start_matches("SIG").to_owned(),
+            Err(_) => number.to_string(),
+        })
+    }
 }
 
 /// A request to the actor that owns a process's child.
@@ -131,6 +147,8 @@ pub struct Process {
     read_offset: AtomicU64,
     /// The session's name, when this process is a persistent shell session.
     session: std::sync::OnceLock<String>,
+    /// When it exited, once it has.
+    exited_at: std::sync::OnceLock<SystemTime>,
 }
 
 impl Process {
@@ -158,6 +176,7 @@ impl Process {
             control,
             read_offset: AtomicU64::new(0),
             session: std::sync::OnceLock::new(),
+            exited_at: std::sync::OnceLock::new(),
         }
     }
 
@@ -185,9 +204,15 @@ impl Process {
     /// state first, then the log's close, so that whoever is woken by the close (a long
     /// poll, an SSE follower, a start waiting out `yield_ms`) sees how it exited.
     pub fn set_exited(&self, code: Option<i32>, signal: Option<i32>) {
+        let _ = self.exited_at.set(SystemTime::now());
         self.state
             .send_replace(ProcessState::Exited { code, signal });
         self.log.close();
+    }
+
+    /// When it exited, once it has.
+    pub fn exited_at(&self) -> Option<SystemTime> {
+        self.exited_at.get().copied()
     }
 
     /// Waits until it has exited, at most `timeout`; its state then.

@@ -13,18 +13,8 @@ fn message(status: ExecutionStatus, data: &str, text: &str) -> OutputResult {
         command_type: "BASH_EXEC".into(),
         status,
         message: text.into(),
-        error: String::new(),
         result_data: data.into(),
-        error_code: None,
-        exit_code: None,
-        final_cwd: None,
-        duration_ms: None,
-        truncated_bytes: None,
-        process_id: None,
-        process_state: None,
-        next_offset: None,
-        truncated_before: None,
-        queue: None,
+        ..Default::default()
     }
 }
 

@@ -12,6 +12,7 @@ mod patch_file;
 mod process_attacks;
 mod process_ids;
 mod process_races;
+mod process_reads;
 mod processes;
 mod protocol;
 mod pty;

@@ -87,18 +87,7 @@ fn results_encode_with_the_published_names_and_omit_empty_fields() {
         command_type: "FILE_WRITE".into(),
         status: ExecutionStatus::Succeeded,
         message: "done".into(),
-        error: String::new(),
-        result_data: String::new(),
-        error_code: None,
-        exit_code: None,
-        final_cwd: None,
-        duration_ms: None,
-        truncated_bytes: None,
-        process_id: None,
-        process_state: None,
-        next_offset: None,
-        truncated_before: None,
-        queue: None,
+        ..Default::default()
     };
     assert_eq!(
         serde_json::to_value(&result).unwrap(),

@@ -690,17 +690,8 @@ fn rejected(command_id: &str, command_type: &str, e: &ProducerError) -> OutputRe
         status: ExecutionStatus::Failed,
         message: "Command rejected before execution.".to_owned(),
         error: e.to_string(),
-        result_data: String::new(),
         error_code: Some(e.code().into()),
-        exit_code: None,
-        final_cwd: None,
-        duration_ms: None,
-        truncated_bytes: None,
-        process_id: None,
-        process_state: None,
-        next_offset: None,
-        truncated_before: None,
-        queue: None,
+        ..Default::default()
     }
 }
 

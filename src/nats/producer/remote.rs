@@ -126,6 +126,9 @@ fn outcome_of(result: OutputResult) -> Outcome {
         },
         next_offset: result.next_offset,
         truncated_before: result.truncated_before,
+        output_bytes: result.output_bytes,
+        exited_at: result.exited_at,
+        signal: result.signal,
     });
     outcome
 }

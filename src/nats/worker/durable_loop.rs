@@ -234,16 +234,7 @@ fn gave_up(id: &str, command_type: &str, limit: i64) -> OutputResult {
         status: ExecutionStatus::Failed,
         message: "Command abandoned.".to_owned(),
         error: format!("workers stopped while running this command {limit} times; not retried"),
-        result_data: String::new(),
         error_code: Some(ErrorCode::RedeliveryLimit.into()),
-        exit_code: None,
-        final_cwd: None,
-        duration_ms: None,
-        truncated_bytes: None,
-        process_id: None,
-        process_state: None,
-        next_offset: None,
-        truncated_before: None,
-        queue: None,
+        ..Default::default()
     }
 }
