@@ -124,9 +124,12 @@ impl Command {
         id
     }
 
-    /// The deadline the command itself asks for (`timeout_ms`), if any.
+    /// The deadline the command itself asks for (`timeout_ms`), if any. A background
+    /// start's `timeout_ms` is its process's lifetime, not the start's deadline (the start
+    /// is bounded by its `yield_ms` or readiness timeout).
     pub fn requested_timeout(&self) -> Option<Duration> {
         match self {
+            Command::BashExec(c) if c.background && c.session.is_none() => None,
             Command::BashExec(c) => c.timeout_ms.map(Duration::from_millis),
             Command::RequestUserInput(c) => c.timeout_ms.map(Duration::from_millis),
             Command::FileRead(c) => c.timeout_ms.map(Duration::from_millis),

@@ -3,8 +3,8 @@
 //!
 //! - `GET /processes` → `{"processes":[{processId, command, pid, state, startedAt,
 //!   exitCode?, outputBytes, tty}]}`;
-//! - `POST /processes` `{command, working_dir?, env?, yield_ms?, ready?, tty?, cols?,
-//!   rows?}` → the combined result of `BASH_EXEC` with `background` (`processId`,
+//! - `POST /processes` `{command, working_dir?, env?, yield_ms?, timeout_ms?, ready?, tty?,
+//!   cols?, rows?}` → the combined result of `BASH_EXEC` with `background` (`processId`,
 //!   `processState`, first output); `tty` runs it under a pseudo-terminal of
 //!   `cols` x `rows`;
 //! - `GET /processes/{id}/output?offset=&max_bytes=&wait_ms=` → the combined result of
@@ -62,6 +62,9 @@ pub struct StartBody {
     env: Option<BTreeMap<String, String>>,
     #[serde(default)]
     yield_ms: Option<u64>,
+    /// The process's lifetime: it is stopped this long after its start.
+    #[serde(default)]
+    timeout_ms: Option<u64>,
     #[serde(default)]
     ready: Option<ReadyCheck>,
     #[serde(default)]
@@ -136,6 +139,7 @@ pub async fn start(
         env: body.env,
         background: true,
         yield_ms: body.yield_ms,
+        timeout_ms: body.timeout_ms,
         ready: body.ready,
         tty: body.tty,
         cols: body.cols,
@@ -232,6 +236,9 @@ fn stream(state: &HttpState, scope: &Scope, id: &str, offset: u64) -> Result<Res
                     let mut end = json!({"type": "end", "processState": state.name()});
                     if let Some(code) = state.exit_code() {
                         end["exitCode"] = json!(code);
+                    }
+                    if state.timed_out() {
+                        end["errorCode"] = json!(cmdr_executors::ErrorCode::Timeout.as_str());
                     }
                     return Some((Ok(data(&end)), None));
                 }

@@ -68,6 +68,7 @@ impl CmdrMcp {
             env: p.env,
             background: true,
             yield_ms: p.yield_ms,
+            timeout_ms: p.timeout_ms,
             ready,
             tty: p.tty,
             cols: p.cols,

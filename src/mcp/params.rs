@@ -85,6 +85,9 @@ pub struct StartProcessParams {
     pub env: Option<BTreeMap<String, String>>,
     /// How long to wait for the first output (default 1000 ms), when `ready` is absent.
     pub yield_ms: Option<u64>,
+    /// The process's lifetime in ms: its whole tree is stopped this long after the start
+    /// (reads then say `TIMEOUT`). Without it, it runs until killed.
+    pub timeout_ms: Option<u64>,
     /// Return once the process is ready instead.
     pub ready: Option<ReadyParams>,
     /// Run it under a pseudo-terminal: the program sees a terminal (prompts that insist

@@ -558,3 +558,36 @@ async fn an_sse_follower_of_half_a_character_answers_at_once_and_waits_quietly()
     );
     drop(headers);
 }
+
+/// `timeout_ms` on `POST /processes` is the process's lifetime: it is stopped then, and
+/// its SSE end, its reads and the list all say `TIMEOUT`.
+#[tokio::test]
+async fn a_lifetime_given_over_rest_stops_the_process_and_every_report_says_so() {
+    let llm = FakeLlm::start(vec![]).await;
+    let server = server(&llm).await;
+    let (status, started) = server
+        .post(
+            "/processes",
+            json!({"command": "echo up; sleep 60", "timeout_ms": 1000,
+                   "ready": {"output": "up"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    assert!(
+        started["message"]
+            .as_str()
+            .unwrap()
+            .contains("lifetime ends in"),
+        "{started}"
+    );
+    let id = started["processId"].as_str().unwrap().to_owned();
+    let (_, listed) = server.get("/processes").await;
+    assert!(listed["processes"][0]["expiresAt"].is_string(), "{listed}");
+    let end = sse_end(&server, &id).await;
+    assert_eq!(end["processState"], "exited", "{end}");
+    assert_eq!(end["errorCode"], "TIMEOUT", "{end}");
+    let (_, read) = server.get(&format!("/processes/{id}/output")).await;
+    assert_eq!(read["errorCode"], "TIMEOUT", "{read}");
+    let (_, listed) = server.get("/processes").await;
+    assert_eq!(listed["processes"][0]["errorCode"], "TIMEOUT", "{listed}");
+}

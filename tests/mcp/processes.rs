@@ -501,3 +501,45 @@ async fn terminal_arguments_the_tools_cannot_use_are_refused_clearly() {
         "cmdr stops cleanly, its processes with it"
     );
 }
+
+/// `start_process` takes `timeout_ms`, the process's lifetime: while it runs its reads say
+/// when the lifetime ends, and once it is over the process is stopped and a read says
+/// `TIMEOUT`.
+#[tokio::test]
+async fn start_process_takes_a_lifetime_and_the_reads_say_what_remains() {
+    let world = World::new();
+    let (state, _) = world.state(None, None);
+    let server = Server::start(state).await;
+    let (mut rpc, _) = Rpc::connect(&server.url(), None).await;
+    let (started, is_error) = call(
+        &mut rpc,
+        "start_process",
+        json!({"command": "echo up; sleep 60", "timeout_ms": 1500,
+               "ready": {"output": "up"}}),
+    )
+    .await;
+    assert!(!is_error, "{started}");
+    let id = started["processId"].as_str().unwrap().to_owned();
+    let (read, _) = call(&mut rpc, "process_output", json!({"process_id": id})).await;
+    assert!(
+        read["message"]
+            .as_str()
+            .unwrap()
+            .contains("lifetime ends in"),
+        "{read}"
+    );
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let ended = loop {
+        let (read, _) = call(
+            &mut rpc,
+            "process_output",
+            json!({"process_id": id, "wait_ms": 5000}),
+        )
+        .await;
+        if read["processState"] == "exited" {
+            break read;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{read}");
+    };
+    assert_eq!(ended["errorCode"], "TIMEOUT", "{ended}");
+}

@@ -26,10 +26,13 @@ use crate::error::ExecError;
 use crate::executor::ExecContext;
 use crate::outcome::Outcome;
 use crate::process::{
-    status_of, Control, Process, ProcessState, ProcessTable, PtyReader, Readiness, Stdin, TermSize,
+    report, Control, Process, ProcessState, ProcessTable, PtyReader, Readiness, Stdin, TermSize,
 };
 use crate::protocol::BashExecCommand;
 use crate::ErrorCode;
+
+/// How long a process at the end of its lifetime has between SIGTERM and SIGKILL.
+const LIFETIME_GRACE: Duration = Duration::from_secs(2);
 
 /// How long a background start waits for (and streams) first output by default.
 pub const DEFAULT_YIELD: Duration = Duration::from_millis(1000);
@@ -118,12 +121,17 @@ pub(super) async fn start(
         stdin,
         control,
     ));
+    let lifetime = cmd.timeout_ms.map(Duration::from_millis);
+    if let Some(lifetime) = lifetime {
+        process.set_expires_at(std::time::SystemTime::now() + lifetime);
+    }
     table.insert(slot, Arc::clone(&process));
     tokio::spawn(run(
         shell,
         Arc::clone(&process),
         requests,
         table.shutdown_token(),
+        lifetime.map(|l| Instant::now() + l),
     ));
     if let Some(readiness) = readiness {
         return wait_ready(&process, readiness, ctx).await;
@@ -132,16 +140,14 @@ pub(super) async fn start(
     let next = stream_first_output(&process, yield_for, ctx).await;
     process.set_read_offset(next);
     let state = process.state();
-    let mut outcome = Outcome::succeeded(format!(
+    let outcome = Outcome::succeeded(format!(
         "Started background process {id} (pid {}): {}.",
         process
             .pid
             .map_or_else(|| "?".to_owned(), |p| p.to_string()),
         describe(state)
     ));
-    outcome.exit_code = state.exit_code();
-    outcome.process = Some(status_of(&process, state, next, None));
-    Ok(outcome)
+    Ok(report(outcome, &process, state, next, None))
 }
 
 /// Streams the output until `readiness` passes (`SUCCEEDED`), the process exits first
@@ -193,9 +199,8 @@ async fn wait_ready(
     };
     process.set_read_offset(offset);
     let state = process.state();
-    let status = Some(status_of(process, state, offset, None));
     let took = crate::outcome::human_duration(started.elapsed());
-    let mut outcome = if ready {
+    let outcome = if ready {
         Outcome::succeeded(format!(
             "Background process {} is ready ({}) after {took}.",
             process.id,
@@ -222,15 +227,16 @@ async fn wait_ready(
         )
         .with_error_code(ErrorCode::ProcessExited)
     };
-    outcome.exit_code = state.exit_code();
-    outcome.process = status;
-    Ok(outcome)
+    Ok(report(outcome, process, state, offset, None))
 }
 
 /// `running`, or how it exited.
 pub(crate) fn describe(state: ProcessState) -> String {
     match state {
         ProcessState::Running => "running".to_owned(),
+        ProcessState::Exited {
+            timed_out: true, ..
+        } => "stopped at the end of its lifetime (timeout_ms)".to_owned(),
         ProcessState::Exited {
             code: Some(code), ..
         } => format!("exited with code {code}"),
@@ -273,6 +279,7 @@ async fn run(
     process: Arc<Process>,
     mut requests: mpsc::Receiver<Control>,
     shutdown: tokio_util::sync::CancellationToken,
+    expires: Option<Instant>,
 ) {
     let (mut stdout, mut stderr) = (shell.stdout.take(), shell.stderr.take());
     let mut terminal: Option<PtyReader> = process.terminal().map(|pty| pty.reader());
@@ -280,6 +287,7 @@ async fn run(
     let mut kill_at: Option<Instant> = None;
     let mut drain_until: Option<Instant> = None;
     let mut requests_open = true;
+    let mut timed_out = false;
     while status.is_none() || stdout.is_some() || stderr.is_some() || terminal.is_some() {
         tokio::select! {
             n = read_with(&mut stdout, |b| process.log.append(b)) => take(&process, n, &mut stdout),
@@ -307,6 +315,13 @@ async fn run(
                 shell.signal_group(Signal::SIGTERM);
                 kill_at = Some(Instant::now() + Duration::from_secs(2));
             }
+            () = sleep_until(expires), if status.is_none() && !timed_out => {
+                // Its lifetime is over: the tree gets SIGTERM, then SIGKILL after a grace.
+                timed_out = true;
+                shell.signal_group(Signal::SIGTERM);
+                let at = Instant::now() + LIFETIME_GRACE;
+                kill_at = Some(kill_at.map_or(at, |k| k.min(at)));
+            }
             () = sleep_until(kill_at), if status.is_none() => {
                 shell.signal_group(Signal::SIGKILL);
                 kill_at = None;
@@ -321,7 +336,7 @@ async fn run(
         }
         None => (None, None),
     };
-    process.set_exited(code, signal);
+    process.set_exited(code, signal, timed_out);
     tracing::debug!(process = %process.id, ?code, ?signal, "background process exited");
 }
 

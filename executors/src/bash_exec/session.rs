@@ -408,7 +408,7 @@ async fn actor(
         use std::os::unix::process::ExitStatusExt;
         (s.code(), s.signal())
     });
-    process.set_exited(code, signal);
+    process.set_exited(code, signal, false);
     if let Some(cur) = current.take() {
         let _ = cur.events.send(Event::Ended(process.state())).await;
     }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{status_of, Process, ProcessState, ProcessTable, TermSize};
+use super::{report, Process, ProcessState, ProcessTable, TermSize};
 use crate::error::ExecError;
 use crate::executor::{ExecContext, ExecFuture, Executor};
 use crate::outcome::Outcome;
@@ -93,7 +93,7 @@ impl Executor for ProcessInputExec {
             let resized = resized.map_or_else(String::new, |size| {
                 format!(", terminal resized to {}x{}", size.cols, size.rows)
             });
-            let mut outcome = Outcome::succeeded(format!(
+            let outcome = Outcome::succeeded(format!(
                 "Wrote {} bytes to {}{ended}{resized} ({}).{}",
                 cmd.input.len(),
                 process.id,
@@ -101,14 +101,13 @@ impl Executor for ProcessInputExec {
                 super::rest_note(&process, slice.next_offset)
             ))
             .with_data(slice.text);
-            outcome.exit_code = state.exit_code();
-            outcome.process = Some(status_of(
+            Ok(report(
+                outcome,
                 &process,
                 state,
                 slice.next_offset,
                 slice.truncated_before,
-            ));
-            Ok(outcome)
+            ))
         })
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use super::{status_of, ProcessState, ProcessTable};
+use super::{report, ProcessState, ProcessTable};
 use crate::error::ExecError;
 use crate::executor::{ExecContext, ExecFuture, Executor};
 use crate::outcome::Outcome;
@@ -78,10 +78,13 @@ impl Executor for ProcessKillExec {
                     crate::bash_exec::describe(state)
                 ),
             };
-            let mut outcome = Outcome::succeeded(message);
-            outcome.exit_code = state.exit_code();
-            outcome.process = Some(status_of(&process, state, end, None));
-            Ok(outcome)
+            Ok(report(
+                Outcome::succeeded(message),
+                &process,
+                state,
+                end,
+                None,
+            ))
         })
     }
 }

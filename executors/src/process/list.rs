@@ -1,6 +1,6 @@
 //! `PROCESS_LIST`: the background processes of the command's scope, as a JSON array in `resultData`:
-//! `[{processId, command, pid, state, startedAt, exitCode?, exitedAt?, signal?, outputBytes,
-//! tty}]`.
+//! `[{processId, command, pid, state, startedAt, exitCode?, exitedAt?, signal?, errorCode?,
+//! expiresAt?, outputBytes, tty}]`.
 
 use serde::Serialize;
 
@@ -25,6 +25,10 @@ struct Entry<'a> {
     exited_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     signal: Option<String>,
+    #[serde(rename = "errorCode", skip_serializing_if = "Option::is_none")]
+    error_code: Option<&'static str>,
+    #[serde(rename = "expiresAt", skip_serializing_if = "Option::is_none")]
+    expires_at: Option<String>,
     #[serde(rename = "outputBytes")]
     output_bytes: u64,
     tty: bool,
@@ -61,6 +65,10 @@ impl Executor for ProcessListExec {
                         exit_code: state.exit_code(),
                         exited_at: p.exited_at().map(super::timestamp),
                         signal: state.signal_name(),
+                        error_code: state
+                            .timed_out()
+                            .then(|| crate::ErrorCode::Timeout.as_str()),
+                        expires_at: p.expires_at().map(super::timestamp),
                         output_bytes: p.log.end(),
                         tty: p.terminal().is_some(),
                     }

@@ -34,11 +34,12 @@ pub use scope::Scope;
 pub use stdin::Stdin;
 pub use table::{Control, Process, ProcessLimits, ProcessState, ProcessTable, Slot};
 
-use crate::outcome::ProcessStatus;
+use crate::outcome::{Outcome, ProcessStatus};
+use crate::ErrorCode;
 
 /// The process fields of a terminal result for `process` in `state` (read once by the
 /// caller, so that its message says the same) after reading up to `next`.
-pub(crate) fn status_of(
+fn status_of(
     process: &Process,
     state: ProcessState,
     next: u64,
@@ -53,6 +54,34 @@ pub(crate) fn status_of(
         exited_at: process.exited_at().map(timestamp),
         signal: state.signal_name(),
     }
+}
+
+/// `outcome` with the report on `process` in `state` after reading up to `next`: its
+/// exit code, its process fields, `TIMEOUT` when its lifetime ended it, and the time left
+/// of a lifetime while it runs.
+pub(crate) fn report(
+    mut outcome: Outcome,
+    process: &Process,
+    state: ProcessState,
+    next: u64,
+    truncated_before: Option<u64>,
+) -> Outcome {
+    outcome.exit_code = state.exit_code();
+    outcome.process = Some(status_of(process, state, next, truncated_before));
+    if state.timed_out() && outcome.error_code.is_none() {
+        outcome.error_code = Some(ErrorCode::Timeout.into());
+    }
+    if let (ProcessState::Running, Some(at)) = (state, process.expires_at()) {
+        let left = at
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default();
+        outcome.message.push_str(&format!(
+            " Its lifetime ends in {} (at {}).",
+            crate::outcome::human_duration(left),
+            timestamp(at)
+        ));
+    }
+    outcome
 }
 
 /// A time as the process fields give it (RFC 3339, milliseconds).

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{status_of, ProcessTable};
+use super::{report, ProcessTable};
 use crate::error::ExecError;
 use crate::executor::{ExecContext, ExecFuture, Executor};
 use crate::outcome::Outcome;
@@ -49,7 +49,7 @@ impl Executor for ProcessOutputExec {
                 .read(offset, usize::try_from(max).unwrap_or(usize::MAX));
             process.set_read_offset(slice.next_offset);
             let state = process.state();
-            let mut outcome = Outcome::succeeded(format!(
+            let outcome = Outcome::succeeded(format!(
                 "{} bytes of output of {} from offset {} ({}).{}",
                 slice.next_offset - slice.offset,
                 process.id,
@@ -58,14 +58,13 @@ impl Executor for ProcessOutputExec {
                 super::rest_note(&process, slice.next_offset)
             ))
             .with_data(slice.text);
-            outcome.exit_code = state.exit_code();
-            outcome.process = Some(status_of(
+            Ok(report(
+                outcome,
                 &process,
                 state,
                 slice.next_offset,
                 slice.truncated_before,
-            ));
-            Ok(outcome)
+            ))
         })
     }
 }

@@ -74,6 +74,8 @@ pub enum ProcessState {
         code: Option<i32>,
         /// The signal that killed it, if one did.
         signal: Option<i32>,
+        /// It was stopped at the end of its lifetime (`timeout_ms` of its start).
+        timed_out: bool,
     },
 }
 
@@ -92,6 +94,17 @@ impl ProcessState {
             ProcessState::Running => None,
             ProcessState::Exited { code, .. } => code,
         }
+    }
+
+    /// Whether it was stopped at the end of its lifetime.
+    pub fn timed_out(self) -> bool {
+        matches!(
+            self,
+            ProcessState::Exited {
+                timed_out: true,
+                ..
+            }
+        )
     }
 
     /// The name of the signal that ended it (`KILL`, `TERM` …; its number if it has no
@@ -149,6 +162,8 @@ pub struct Process {
     session: std::sync::OnceLock<String>,
     /// When it exited, once it has.
     exited_at: std::sync::OnceLock<SystemTime>,
+    /// When its lifetime ends (`timeout_ms` of its start), if it has one.
+    expires_at: std::sync::OnceLock<SystemTime>,
 }
 
 impl Process {
@@ -177,6 +192,7 @@ impl Process {
             read_offset: AtomicU64::new(0),
             session: std::sync::OnceLock::new(),
             exited_at: std::sync::OnceLock::new(),
+            expires_at: std::sync::OnceLock::new(),
         }
     }
 
@@ -203,11 +219,24 @@ impl Process {
     /// Records that it exited (the actor calls this once its output is drained): the
     /// state first, then the log's close, so that whoever is woken by the close (a long
     /// poll, an SSE follower, a start waiting out `yield_ms`) sees how it exited.
-    pub fn set_exited(&self, code: Option<i32>, signal: Option<i32>) {
+    pub fn set_exited(&self, code: Option<i32>, signal: Option<i32>, timed_out: bool) {
         let _ = self.exited_at.set(SystemTime::now());
-        self.state
-            .send_replace(ProcessState::Exited { code, signal });
+        self.state.send_replace(ProcessState::Exited {
+            code,
+            signal,
+            timed_out,
+        });
         self.log.close();
+    }
+
+    /// Gives it a lifetime ending at `at` (its actor stops it then).
+    pub fn set_expires_at(&self, at: SystemTime) {
+        let _ = self.expires_at.set(at);
+    }
+
+    /// When its lifetime ends, if it has one.
+    pub fn expires_at(&self) -> Option<SystemTime> {
+        self.expires_at.get().copied()
     }
 
     /// When it exited, once it has.

@@ -11,6 +11,7 @@ mod list_directory;
 mod patch_file;
 mod process_attacks;
 mod process_ids;
+mod process_lifetimes;
 mod process_races;
 mod process_reads;
 mod processes;
