@@ -26,6 +26,8 @@ pub enum ErrorClass {
     Conflict,
     /// A body over the limit (HTTP 413).
     PayloadTooLarge,
+    /// A request whose body did not arrive in time (HTTP 408).
+    RequestTimeout,
     /// Cannot be served now; try later (HTTP 503).
     Unavailable,
     /// cmdr's own fault (HTTP 500, JSON-RPC -32603); messages carry no internals.
@@ -247,6 +249,10 @@ error_codes! {
     NotWaitingForInput = "NOT_WAITING_FOR_INPUT", NotFound;
     /// The request body is over the limit.
     PayloadTooLarge = "PAYLOAD_TOO_LARGE", PayloadTooLarge;
+    /// The request body did not arrive within the body deadline.
+    BodyTimeout = "BODY_TIMEOUT", RequestTimeout;
+    /// The bytes of request bodies the server holds at once are at their cap.
+    BodyBudgetExhausted = "BODY_BUDGET_EXHAUSTED", Unavailable;
     /// Every connection slot is busy with a request.
     TooManyConnections = "TOO_MANY_CONNECTIONS", Unavailable;
     /// The MCP session cap is reached.

@@ -254,7 +254,7 @@ async fn serve_both(
     let api_server = listener::serve(
         api,
         api_app,
-        connection_limits,
+        connection_limits.clone(),
         stop.clone(),
         connections.clone(),
     );

@@ -91,6 +91,7 @@ pub fn status_of(class: ErrorClass) -> StatusCode {
         ErrorClass::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorClass::Conflict => StatusCode::CONFLICT,
         ErrorClass::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorClass::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
         ErrorClass::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorClass::Internal | ErrorClass::Failed => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -106,6 +107,7 @@ fn error_word(class: ErrorClass) -> &'static str {
         ErrorClass::MethodNotAllowed => "method_not_allowed",
         ErrorClass::Conflict => "conflict",
         ErrorClass::PayloadTooLarge => "payload_too_large",
+        ErrorClass::RequestTimeout => "request_timeout",
         ErrorClass::Unavailable => "unavailable",
         ErrorClass::Internal | ErrorClass::Failed => "internal",
     }

@@ -11,6 +11,9 @@
 //! - **A header-read timeout** ([`ListenerLimits::header_timeout`]): a connection that has
 //!   not sent a whole request head within it (from connect, or from the end of its previous
 //!   response) is closed. This is also the keep-alive idle timeout.
+//! - **Request bodies** ([`super::request_body`]): each must arrive within a deadline, and
+//!   the bytes of all bodies held at once (both addresses) are capped, so slow or stalled
+//!   uploads cannot hold the server's memory.
 //! - **File descriptors**: [`raise_fd_limit`] lifts the soft `RLIMIT_NOFILE` to the hard
 //!   limit at start-up, and [`fitting_cap`] keeps the caps of both addresses within it.
 //!
@@ -38,6 +41,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+use super::request_body::{BodyFailure, BodyLimits, Guarded};
+
 /// Default cap on concurrent connections per address.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
@@ -57,12 +62,14 @@ const MAX_REFUSING: usize = 64;
 const FD_RESERVE: u64 = 256;
 
 /// The limits of one listening address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ListenerLimits {
     /// Connections served at once.
     pub max_connections: usize,
     /// Time to send a whole request head (and keep-alive idle time).
     pub header_timeout: Duration,
+    /// What request bodies are held to (the budget is shared with the other address).
+    pub bodies: BodyLimits,
 }
 
 impl Default for ListenerLimits {
@@ -70,6 +77,7 @@ impl Default for ListenerLimits {
         Self {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
+            bodies: BodyLimits::default(),
         }
     }
 }
@@ -187,7 +195,7 @@ pub async fn serve(
         }
         match slots.take(&stop) {
             Some((id, busy, evict)) => {
-                let (slots, app) = (slots.clone(), app.clone());
+                let (slots, app, limits) = (slots.clone(), app.clone(), limits.clone());
                 connections.spawn(async move {
                     serve_connection(stream, app, limits, busy, evict).await;
                     slots.release(id);
@@ -215,20 +223,29 @@ async fn serve_connection(
     evict: CancellationToken,
 ) {
     let counter = busy.clone();
+    let header_timeout = limits.header_timeout;
+    let bodies = limits.bodies;
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let (app, guard) = (app.clone(), Busy::enter(counter.clone()));
+        let failed = Arc::new(std::sync::OnceLock::<BodyFailure>::new());
+        let request = request.map(|body| Body::new(Guarded::new(body, &bodies, failed.clone())));
         async move {
-            let response = match app.oneshot(request.map(Body::new)).await {
+            let mut response = match app.oneshot(request).await {
                 Ok(response) => response,
                 Err(never) => match never {},
             };
+            // A body that failed its limits is answered as such, whatever the handler
+            // made of the failed read.
+            if let Some(failure) = failed.get() {
+                response = failure.response();
+            }
             Ok::<_, Infallible>(response.map(|body| Body::new(Counted { body, guard })))
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
+        .header_read_timeout(header_timeout)
         .keep_alive(true);
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);

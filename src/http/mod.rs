@@ -22,6 +22,7 @@ mod extract;
 pub(crate) mod guard;
 pub mod listener;
 mod processes;
+pub mod request_body;
 mod runs;
 mod scope;
 mod sse;

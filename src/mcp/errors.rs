@@ -46,6 +46,7 @@ pub fn service_error(error: &ServiceError) -> ErrorData {
         | ErrorClass::Forbidden
         | ErrorClass::MethodNotAllowed
         | ErrorClass::PayloadTooLarge
+        | ErrorClass::RequestTimeout
         | ErrorClass::Failed => {
             tracing::error!(code, error = %error, "an MCP tool failed");
             internal(code)

@@ -65,6 +65,7 @@ fn the_http_docs_name_only_real_codes() {
                 ErrorClass::MethodNotAllowed => "405",
                 ErrorClass::Conflict => "409",
                 ErrorClass::PayloadTooLarge => "413",
+                ErrorClass::RequestTimeout => "408",
                 ErrorClass::Unavailable => "503",
                 ErrorClass::Internal | ErrorClass::Failed => "500",
             };
