@@ -80,15 +80,20 @@ impl DurableError {
 }
 
 /// The stream remembering, per durable command id, what command it named (a SHA-256 of
-/// its JSON, one message per id on `cmdr.ids.<sha256 of the id>`) for as long as ids are
-/// de-duplicated. A plain stream rather than a KV bucket: nats-server 2.9 rejects the KV
-/// configuration this client sends.
+/// its JSON) and the secret its message id carries, one message per id on
+/// `cmdr.ids.<producer>.<sha256 of the scoped id>`, for as long as ids are de-duplicated.
+/// A plain stream rather than a KV bucket: nats-server 2.9 rejects the KV configuration
+/// this client sends.
 pub const IDS_STREAM: &str = "CMDR_IDS";
 
-/// The subject of `id`'s record in [`IDS_STREAM`].
-pub fn id_subject(id: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
-    format!("cmdr.ids.{}", hex(digest.as_ref()))
+/// The subject of the record of `scoped` (`<producer>.<command id>`) in [`IDS_STREAM`]:
+/// under its producer, so that permissions can confine each producer to its own records.
+pub fn id_subject(scoped: &str) -> String {
+    let producer = scoped
+        .split_once('.')
+        .map_or(scoped, |(producer, _)| producer);
+    let digest = ring::digest::digest(&ring::digest::SHA256, scoped.as_bytes());
+    format!("cmdr.ids.{producer}.{}", hex(digest.as_ref()))
 }
 
 /// Lower-case hexadecimal.

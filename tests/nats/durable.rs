@@ -470,3 +470,33 @@ async fn a_durable_command_resubmitted_by_a_second_submit_runs_once() {
         "the resubmitted command ran again"
     );
 }
+
+/// Another producer publishes, on its own subject, a command whose message id is shaped
+/// like bob's (`bob.<id>`, the old de-duplication key): bob's command with that id still
+/// runs and ends, instead of being swallowed as a duplicate while bob waits for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_producers_message_id_cannot_swallow_a_command() {
+    let server = NatsServer::start();
+    let (_stop, _task) = durable_worker(&server).await;
+    let bob = durable_producer(&server).await.with_id("bob").unwrap();
+    let mallory = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let forged = r#"{"command_id":"x1","commandType":"BASH_EXEC","command":"echo mallory"}"#;
+    for message_id in ["bob.x1", "bob.x1.", "x1"] {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, message_id);
+        mallory
+            .publish_with_headers("cmdr.commands.mallory.BASH_EXEC", headers, forged.into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let own = r#"{"command_id":"x1","commandType":"BASH_EXEC","command":"echo bob"}"#;
+    let results = tokio::time::timeout(PATIENCE, async {
+        collect(bob.submit(command(own)).await.unwrap()).await
+    })
+    .await
+    .expect("bob's command was swallowed: its stream never ended");
+    assert_ok(&results);
+    assert_eq!(data(&results), "bob\n");
+}

@@ -280,10 +280,17 @@ impl Producer {
             // Boxed: JetStream's futures are large, and would make every submission's
             // future (moved several times per command) as large.
             Some(js) => {
-                if let Some(ids) = &self.inner.ids {
-                    Box::pin(claim_id(js, ids, &scoped, &payload)).await?;
-                }
-                Box::pin(publish_durably(js, subject, &scoped, payload)).await?;
+                // The message id carries the secret recorded with the id, so that no
+                // other producer can publish one that swallows this command as a duplicate.
+                let message_id = match &self.inner.ids {
+                    Some(ids) => {
+                        let secret = Box::pin(claim_id(js, ids, &scoped, &payload)).await?;
+                        format!("{scoped}.{secret}")
+                    }
+                    None => scoped.clone(),
+                };
+                let ids = (scoped.as_str(), message_id.as_str());
+                Box::pin(publish_durably(js, subject, ids, payload)).await?;
                 (None, None)
             }
             None => {
@@ -586,17 +593,20 @@ impl Producer {
     }
 }
 
-/// Durable mode: records which command `id` names (a SHA-256 of its JSON), unless the id
-/// is already recorded: then the same command may go on (its publish is de-duplicated and
-/// its results replayed), a different one is refused.
+/// Durable mode: records which command `id` names (a SHA-256 of its JSON) with a fresh
+/// secret, unless the id is already recorded: then the same command may go on (its
+/// publish, under the recorded secret, is de-duplicated and its results replayed), a
+/// different one is refused. Returns the secret its message id carries.
 async fn claim_id(
     js: &jetstream::Context,
     ids: &jetstream::stream::Stream,
     id: &str,
     payload: &[u8],
-) -> Result<(), ProducerError> {
+) -> Result<String, ProducerError> {
     let subject = id_subject(id);
     let hash = hex(ring::digest::digest(&ring::digest::SHA256, payload).as_ref());
+    let secret = uuid::Uuid::new_v4().simple().to_string();
+    let record = format!("{hash} {secret}");
     let mut headers = async_nats::HeaderMap::new();
     // Stored only if nothing is stored for this id yet (atomic on the server).
     headers.insert(async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE, "0");
@@ -604,7 +614,7 @@ async fn claim_id(
     let mut pause = Duration::from_millis(50);
     let published = loop {
         let attempt = async {
-            js.publish_with_headers(subject.clone(), headers.clone(), hash.clone().into())
+            js.publish_with_headers(subject.clone(), headers.clone(), record.clone().into())
                 .await?
                 .await
         };
@@ -621,27 +631,28 @@ async fn claim_id(
         }
     };
     match published {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(secret),
         Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
             let known = ids
                 .get_last_raw_message_by_subject(&subject)
                 .await
                 .map_err(nats_error)?;
-            if known.payload.as_ref() == hash.as_bytes() {
-                Ok(())
-            } else {
-                Err(ProducerError::IdConflict(id.to_owned()))
+            let known = String::from_utf8_lossy(&known.payload);
+            match known.split_once(' ') {
+                Some((known_hash, secret)) if known_hash == hash => Ok(secret.to_owned()),
+                _ => Err(ProducerError::IdConflict(id.to_owned())),
             }
         }
         Err(e) => Err(nats_error(e)),
     }
 }
 
-/// Durable mode: store the command, de-duplicated by its id.
+/// Durable mode: store the command, de-duplicated by its message id (`ids`: the scoped
+/// command id, for the log, and the message id, which holds a secret and is never logged).
 async fn publish_durably(
     js: &jetstream::Context,
     subject: String,
-    id: &str,
+    (id, message_id): (&str, &str),
     payload: Vec<u8>,
 ) -> Result<(), ProducerError> {
     let payload = bytes::Bytes::from(payload);
@@ -649,7 +660,7 @@ async fn publish_durably(
     let mut pause = Duration::from_millis(50);
     loop {
         let mut headers = async_nats::HeaderMap::new();
-        headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, message_id);
         let attempt = async {
             js.publish_with_headers(subject.clone(), headers, payload.clone())
                 .await?
