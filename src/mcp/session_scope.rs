@@ -6,8 +6,12 @@
 //! — and ends, killing its processes, when the session does: `DELETE`, idle expiry,
 //! server shutdown (the handler is dropped) or stdin closed (`serve_stdio` ends it).
 //! Requests without a session (protocol versions that have none) share the scope `mcp`,
-//! which lives as long as the server, like REST's `http`.
+//! which lives as long as the server, like REST's `http` — whatever `Mcp-Session-Id` they
+//! carry: only a handler that went through `initialize` is a session's, so a stateless
+//! request naming another session's id neither acts in that session's scope nor ends it
+//! (issue 32.6).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use cmdr_executors::{Registry, Scope};
@@ -22,6 +26,9 @@ pub(super) struct SessionScope {
     registry: Registry,
     bound: OnceLock<Scope>,
     ended: Mutex<bool>,
+    /// This handler answered `initialize`: it serves a session (stateless requests get a
+    /// handler of their own that never does).
+    initialized: AtomicBool,
 }
 
 impl std::fmt::Debug for SessionScope {
@@ -39,7 +46,13 @@ impl SessionScope {
             registry,
             bound: OnceLock::new(),
             ended: Mutex::new(false),
+            initialized: AtomicBool::new(false),
         }
+    }
+
+    /// This handler has answered `initialize`: its requests belong to one session.
+    pub(super) fn mark_initialized(&self) {
+        self.initialized.store(true, Ordering::Release);
     }
 
     /// The scope a call of `context` runs in.
@@ -48,9 +61,12 @@ impl SessionScope {
             // Stdio: the connection is the session.
             None => "stdio".to_owned(),
             Some(parts) => match parts.headers.get(SESSION_HEADER) {
-                Some(id) => String::from_utf8_lossy(id.as_bytes()).into_owned(),
-                // Stateless HTTP: no session to end with.
-                None => return Scope::new("mcp"),
+                Some(id) if self.initialized.load(Ordering::Acquire) => {
+                    String::from_utf8_lossy(id.as_bytes()).into_owned()
+                }
+                // Stateless HTTP (a session id it carries is not its own): no session to
+                // end with.
+                _ => return Scope::new("mcp"),
             },
         };
         self.bound

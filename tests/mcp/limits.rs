@@ -182,3 +182,60 @@ async fn web_pages_cannot_drive_the_endpoint() {
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["code"], "DUPLICATE_HEADER", "{answer}");
 }
+
+/// A stateless request (protocol 2026-07-28: no session) carrying another session's
+/// `Mcp-Session-Id` does not act in that session's scope, and its end does not end it:
+/// the session's process is neither listed, read nor killed by it, and runs on.
+#[tokio::test]
+async fn a_stateless_request_cannot_borrow_a_session() {
+    let world = World::new();
+    let (state, _) = world.state(None, None);
+    let server = Server::start(state).await;
+    let (mut owner, _) = crate::mcp::rpc::Rpc::connect(&server.url(), None).await;
+    let started = owner
+        .call(
+            "start_process",
+            json!({"command": "echo up; sleep 60", "ready": {"output": "up"}}),
+        )
+        .await;
+    let (started, is_error) = crate::mcp::rpc::tool_json(&started);
+    assert!(!is_error, "{started}");
+    let id = started["processId"].as_str().unwrap().to_owned();
+    let session = owner.session.clone().expect("a session id");
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "borrower", "version": "0"}
+    });
+    for (n, (tool, arguments)) in [
+        ("list_processes", json!({})),
+        ("kill_process", json!({"process_id": id, "signal": "KILL"})),
+        ("process_output", json!({"process_id": id})),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = json!({"jsonrpc": "2.0", "id": n + 1, "method": "tools/call",
+                          "params": {"name": tool, "arguments": arguments, "_meta": meta}});
+        let headers = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", tool),
+        ];
+        let (_, answer) = post_with(&server, &body.to_string(), "application/json", &headers).await;
+        let (result, _) = crate::mcp::rpc::tool_json(&answer);
+        match tool {
+            "list_processes" => assert_eq!(result["resultData"], "[]", "{answer}"),
+            _ => assert_eq!(result["errorCode"], "PROCESS_NOT_FOUND", "{answer}"),
+        }
+    }
+    let listed = owner.call("list_processes", json!({})).await;
+    let (listed, _) = crate::mcp::rpc::tool_json(&listed);
+    let entries: Vec<Value> = serde_json::from_str(listed["resultData"].as_str().unwrap()).unwrap();
+    assert_eq!(entries.len(), 1, "{listed}");
+    assert_eq!(
+        entries[0]["state"], "running",
+        "the borrower ended it: {listed}"
+    );
+}
