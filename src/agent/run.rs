@@ -19,11 +19,12 @@
 //! the event stream ends with exactly one `done` or `error`.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmdr_executors::Registry;
+use cmdr_executors::{ErrorCode, Registry};
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -234,9 +235,23 @@ impl AgentLoop {
             previous_results: None,
             warned: false,
         };
-        turn.record(Role::User, instruction, TurnStatus::Ok, Vec::new())
-            .await;
-        let outcome = turn.run().await;
+        // A panic in the run, should one ever happen, ends this run with an answer (a
+        // failed outcome, its `error` event) rather than silence or a dead process.
+        let run = async {
+            turn.record(Role::User, instruction, TurnStatus::Ok, Vec::new())
+                .await;
+            turn.run().await
+        };
+        let outcome = match futures_util::FutureExt::catch_unwind(AssertUnwindSafe(run)).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                tracing::error!("an agent run panicked: it ends failed");
+                RunOutcome::Failed {
+                    code: ErrorCode::InternalError.into(),
+                    message: "the run failed inside cmdr; the details are in its log".into(),
+                }
+            }
+        };
         turn.emit(outcome.final_event()).await;
         outcome
     }

@@ -237,7 +237,10 @@ impl<'a> Attrs<'a> {
         if !seconds.is_finite() || seconds < 0.0 {
             return Err(bad());
         }
-        Ok(Some(Duration::from_secs_f64(seconds).min(MAX_WAIT)))
+        // Capped before it becomes a `Duration`: a model's `1e30` must not overflow one.
+        Ok(Some(Duration::from_secs_f64(
+            seconds.min(MAX_WAIT.as_secs_f64()),
+        )))
     }
 
     fn port(&mut self) -> Result<Option<u16>, String> {
@@ -380,6 +383,19 @@ mod tests {
             .unwrap_err()
             .contains("no attribute cwd"));
         assert!(parse("<shell port=99999>x</shell>").is_err());
+        // Absurd durations are capped, never overflow.
+        for huge in [
+            "1e30",
+            "18446744073709551616",
+            "1e300ms",
+            "9999999999999999999s",
+        ] {
+            let tag = format!("<process-output id=\"p1\" wait=\"{huge}\"></process-output>");
+            match parse(&tag) {
+                Ok(TagRequest::Output { wait, .. }) => assert_eq!(wait, MAX_WAIT),
+                other => panic!("{huge}: {other:?}"),
+            }
+        }
         assert!(parse("<shell url=\"https://x\">x</shell>").is_err());
         assert!(parse("<shell background=maybe>x</shell>").is_err());
         assert!(parse("<shell background background>x</shell>").is_err());

@@ -4,6 +4,7 @@ mod agent_loop;
 mod chat_cli;
 use cmdr_test_support::fake_llm;
 mod llm_client;
+mod model_numbers;
 mod processes;
 mod real_model;
 mod real_models;
