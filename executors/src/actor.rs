@@ -251,6 +251,8 @@ async fn run_command(actor: Actor, envelope: Envelope, slot: Option<OwnedSemapho
         Err(ExecError::InvalidInput(
             "timeout_ms must be at least 1".to_owned(),
         ))
+    } else if let Err(e) = command.check_durations() {
+        Err(e)
     } else {
         let ctx = ExecContext {
             command_id: command_id.to_string(),

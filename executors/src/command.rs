@@ -12,6 +12,13 @@ use crate::protocol::{
     ProcessListCommand, ProcessOutputCommand, RequestUserInputCommand,
 };
 
+/// The longest `timeout_ms` a client may give: 7 days.
+pub const MAX_TIMEOUT_MS: u64 = 7 * 24 * 3600 * 1000;
+/// The longest `wait_ms` or `yield_ms` a client may give: 10 minutes.
+pub const MAX_WAIT_MS: u64 = 10 * 60 * 1000;
+/// The longest `grace_ms` a client may give: 1 minute.
+pub const MAX_GRACE_MS: u64 = 60 * 1000;
+
 impl CommandType {
     /// Every command type, in wire order.
     pub const ALL: [CommandType; 10] = [
@@ -122,6 +129,53 @@ impl Command {
             *id = uuid::Uuid::new_v4().to_string();
         }
         id
+    }
+
+    /// Refuses (`INVALID_INPUT`, naming the cap) any duration a client gives beyond its
+    /// cap: [`MAX_TIMEOUT_MS`] for `timeout_ms` (a command's deadline, a background
+    /// process's lifetime, a readiness wait), [`MAX_WAIT_MS`] for `wait_ms` and
+    /// `yield_ms`, [`MAX_GRACE_MS`] for `grace_ms`. Larger values cannot be meant, and
+    /// would overflow the clock arithmetic they feed.
+    pub fn check_durations(&self) -> Result<(), ExecError> {
+        let mut given: Vec<(&str, Option<u64>, u64)> = Vec::new();
+        let timeout = |ms| ("timeout_ms", ms, MAX_TIMEOUT_MS);
+        let wait = |name, ms| (name, ms, MAX_WAIT_MS);
+        match self {
+            Command::BashExec(c) => {
+                given.push(timeout(c.timeout_ms));
+                given.push(wait("yield_ms", c.yield_ms));
+                given.push((
+                    "ready.timeout_ms",
+                    c.ready.as_ref().and_then(|r| r.timeout_ms),
+                    MAX_TIMEOUT_MS,
+                ));
+            }
+            Command::ProcessInput(c) => {
+                given.push(timeout(c.timeout_ms));
+                given.push(wait("yield_ms", c.yield_ms));
+            }
+            Command::ProcessOutput(c) => {
+                given.push(timeout(c.timeout_ms));
+                given.push(wait("wait_ms", c.wait_ms));
+            }
+            Command::ProcessKill(c) => {
+                given.push(timeout(c.timeout_ms));
+                given.push(("grace_ms", c.grace_ms, MAX_GRACE_MS));
+            }
+            _ => given.push(timeout(
+                self.requested_timeout()
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            )),
+        }
+        match given
+            .into_iter()
+            .find(|(_, ms, cap)| ms.is_some_and(|ms| ms > *cap))
+        {
+            Some((name, Some(ms), cap)) => Err(ExecError::InvalidInput(format!(
+                "{name} is {ms}: at most {cap} ms"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// The deadline the command itself asks for (`timeout_ms`), if any. A background

@@ -100,7 +100,7 @@ pub use bash_exec::{
     NEVER_INHERITED, SHELL_STARTUP_VARS,
 };
 pub use combine::{combine_output_results, combine_output_results_limited, DEFAULT_COMBINED_LIMIT};
-pub use command::UnknownCommandType;
+pub use command::{UnknownCommandType, MAX_GRACE_MS, MAX_TIMEOUT_MS, MAX_WAIT_MS};
 pub use confine::{resolve, Denied, PathPolicy, RootError};
 pub use decode::{
     decode_command, decode_command_slice, peek_command_id, DecodeError, DecodeFailure,

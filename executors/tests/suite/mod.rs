@@ -5,6 +5,7 @@ mod bash_exec;
 mod combine;
 mod confine;
 mod confine_race;
+mod duration_caps;
 mod file_read;
 mod file_write;
 mod list_directory;

@@ -1,5 +1,5 @@
 //! Attacks on background processes by a hostile caller (a model, or a prompt injection
-//! in what it reads): extreme numbers, input nobody reads, id aliases, trees that fork
+//! in what it reads): input nobody reads (extreme numbers are refused: `duration_caps.rs`), id aliases, trees that fork
 //! wide or close their output. Each test is the attack itself, with real processes.
 
 use std::time::Duration;
@@ -52,79 +52,6 @@ async fn pids_of(registry: &Registry, id: &str, count: usize) -> Vec<i32> {
         .await;
         text = read.result_data;
     }
-}
-
-const HUGE: u64 = u64::MAX;
-
-#[tokio::test]
-async fn a_huge_yield_does_not_panic_the_start() {
-    let registry = Registry::with_defaults();
-    let end = one(
-        &registry,
-        json!({"commandType": "BASH_EXEC", "command": "echo hi", "background": true, "yield_ms": HUGE}),
-    )
-    .await;
-    assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:#?}");
-    assert_eq!(end.process_state.as_deref(), Some("exited"), "{end:#?}");
-    registry.shutdown(Duration::from_secs(1)).await;
-}
-
-#[tokio::test]
-async fn a_huge_ready_timeout_does_not_panic_the_start() {
-    let registry = Registry::with_defaults();
-    let end = one(
-        &registry,
-        json!({"commandType": "BASH_EXEC", "command": "echo up; sleep 60", "background": true,
-               "ready": {"output": "up", "timeout_ms": HUGE}}),
-    )
-    .await;
-    assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:#?}");
-    registry.shutdown(Duration::from_secs(1)).await;
-}
-
-#[tokio::test]
-async fn a_huge_input_yield_does_not_panic() {
-    let registry = Registry::with_defaults();
-    let id = start(&registry, "cat").await;
-    let reply = one(
-        &registry,
-        json!({"commandType": "PROCESS_INPUT", "process_id": id, "input": "x\n", "close_stdin": true, "yield_ms": HUGE}),
-    )
-    .await;
-    assert_eq!(reply.status, ExecutionStatus::Succeeded, "{reply:#?}");
-    assert_eq!(reply.result_data, "x\n");
-    registry.shutdown(Duration::from_secs(1)).await;
-}
-
-#[tokio::test]
-async fn a_huge_output_wait_does_not_panic() {
-    let registry = Registry::with_defaults();
-    let id = start(&registry, "sleep 0.3; echo late").await;
-    let read = one(
-        &registry,
-        json!({"commandType": "PROCESS_OUTPUT", "process_id": id, "offset": 0, "wait_ms": HUGE}),
-    )
-    .await;
-    assert_eq!(read.status, ExecutionStatus::Succeeded, "{read:#?}");
-    assert_eq!(read.result_data, "late\n");
-    registry.shutdown(Duration::from_secs(1)).await;
-}
-
-/// A kill with a grace past what a clock can hold neither kills the process's actor (the
-/// process would stay `running` for ever, holding its place against the limits) nor
-/// keeps a process that ignores the signal alive for ever.
-#[tokio::test]
-async fn a_huge_kill_grace_still_stops_the_process_and_frees_its_place() {
-    let registry = Registry::with_defaults();
-    let id = start(&registry, "sleep 300").await;
-    let kill = one(
-        &registry,
-        json!({"commandType": "PROCESS_KILL", "process_id": id, "grace_ms": HUGE}),
-    )
-    .await;
-    assert_eq!(kill.status, ExecutionStatus::Succeeded, "{kill:#?}");
-    assert_eq!(kill.process_state.as_deref(), Some("exited"), "{kill:#?}");
-    registry.shutdown(Duration::from_secs(1)).await;
 }
 
 /// Input a process never reads fills its pipe: the write gives up when the yield is over
