@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use super::process::{Shell, SpawnOptions};
 use super::pump::{read_some, sleep_until};
 use super::sandbox::Sandbox;
-use super::session_frame::{frame, marker, LOOP, MAX_COMMAND};
+use super::session_frame::{frame, marker, new_token, LOOP, MAX_COMMAND};
 use crate::error::ExecError;
 use crate::executor::ExecContext;
 use crate::outcome::{human_duration, Outcome};
@@ -79,24 +79,12 @@ struct SessionHandle {
     requests: mpsc::Sender<Request>,
     /// One command at a time.
     turn: tokio::sync::Mutex<()>,
-    /// Numbers the session's commands (their markers' tokens).
-    commands: std::sync::atomic::AtomicU64,
-}
-
-impl SessionHandle {
-    fn next_token(&self) -> u32 {
-        let n = self
-            .commands
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // Wrapping: only the current command's token is looked for.
-        n as u32
-    }
 }
 
 /// A command for the session's actor.
 #[derive(Debug)]
 struct Request {
-    token: u32,
+    token: u128,
     /// The frame to write ([`frame`]).
     frame: Vec<u8>,
     events: mpsc::Sender<Event>,
@@ -131,7 +119,7 @@ impl Sessions {
         let (session, fresh) = self.session(launch, &key).await?;
         let _turn = session.turn.lock().await;
         let (events_tx, mut events) = mpsc::channel(16);
-        let token = session.next_token();
+        let token = new_token();
         let dir = dir.map(|d| std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()));
         let request = Request {
             token,
@@ -245,7 +233,6 @@ impl Sessions {
             process,
             requests,
             turn: tokio::sync::Mutex::new(()),
-            commands: std::sync::atomic::AtomicU64::new(1),
         });
         let mut by_name = self.lock();
         // Sessions that ended (killed, or their scope ended) are forgotten here.

@@ -1,7 +1,8 @@
 //! How a command travels to a session's shell, and how the shell says it is done.
 //!
-//! A frame is a 16-character header — the command's token and the body's length, 8 hex
-//! digits each — followed by the body. The session's loop reads each with one `read -N`:
+//! A frame is a 40-character header — the command's token (32 hex digits: a fresh random
+//! 128-bit nonce per command, so no command can predict and forge another's end marker)
+//! and the body's length (8 hex digits) — followed by the body. The session's loop reads each with one `read -N`:
 //! bash reads a pipe without buffering, so a NUL- or newline-terminated field costs it
 //! one `read(2)` per byte, where `-N` takes the whole field in one.
 //!
@@ -19,10 +20,10 @@
 /// `\x1e` (record separator) starts each marker.
 pub(super) const LOOP: &str = r#"trap : INT
 exec 62<&0 0</dev/null 2>&1
-while read -r -N 16 -u 62 __cmdr_h; do
-  read -r -N $((16#${__cmdr_h:8})) -u 62 __cmdr_c
+while read -r -N 40 -u 62 __cmdr_h; do
+  read -r -N $((16#${__cmdr_h:32})) -u 62 __cmdr_c
   eval "$__cmdr_c"
-  printf '\036CMDR:%s:%d:%s\0' "${__cmdr_h:0:8}" "$?" "$PWD"
+  printf '\036CMDR:%s:%d:%s\0' "${__cmdr_h:0:32}" "$?" "$PWD"
 done"#;
 
 /// The most bytes a session command may have (its quoted body stays far below the
@@ -30,16 +31,21 @@ done"#;
 pub(super) const MAX_COMMAND: usize = 16 * 1024 * 1024;
 
 /// The frame that runs `command` (after `cd` to `dir`, when given) as command `token`.
-pub(super) fn frame(token: u32, dir: Option<&[u8]>, command: &str) -> Vec<u8> {
+pub(super) fn frame(token: u128, dir: Option<&[u8]>, command: &str) -> Vec<u8> {
     let body = body(dir, command.as_bytes());
-    let mut frame = format!("{token:08x}{:08x}", body.len()).into_bytes();
+    let mut frame = format!("{token:032x}{:08x}", body.len()).into_bytes();
     frame.extend_from_slice(body.as_bytes());
     frame
 }
 
 /// The start of command `token`'s end marker; its status, `:`, its cwd and a NUL follow.
-pub(super) fn marker(token: u32) -> Vec<u8> {
-    format!("\x1eCMDR:{token:08x}:").into_bytes()
+pub(super) fn marker(token: u128) -> Vec<u8> {
+    format!("\x1eCMDR:{token:032x}:").into_bytes()
+}
+
+/// A fresh token: 122 random bits (a UUID v4), so no command can guess the next one's.
+pub(super) fn new_token() -> u128 {
+    uuid::Uuid::new_v4().as_u128()
 }
 
 /// What the loop `eval`s: printable ASCII only.
@@ -89,13 +95,17 @@ fn quoted(text: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    /// Header length: token and body length, 8 hex digits each.
-    const HEADER: usize = 16;
+    /// Header length: token (32 hex digits) and body length (8).
+    const HEADER: usize = 40;
 
     #[test]
     fn a_plain_command_travels_as_is_behind_its_header() {
-        assert_eq!(frame(0x1f, None, "echo hi"), b"0000001f00000007echo hi");
-        assert_eq!(marker(0x1f), b"\x1eCMDR:0000001f:");
+        assert_eq!(
+            frame(0x1f, None, "echo hi"),
+            b"0000000000000000000000000000001f00000007echo hi"
+        );
+        assert_eq!(marker(0x1f), b"\x1eCMDR:0000000000000000000000000000001f:");
+        assert_ne!(new_token(), new_token());
     }
 
     #[test]
@@ -103,7 +113,7 @@ mod tests {
         let f = frame(1, None, "echo 'é' \\ \r");
         let body = std::str::from_utf8(&f[HEADER..]).unwrap();
         assert_eq!(body, r"eval $'echo \'\xc3\xa9\' \\ \x0d'");
-        assert_eq!(&f[8..HEADER], format!("{:08x}", body.len()).as_bytes());
+        assert_eq!(&f[32..HEADER], format!("{:08x}", body.len()).as_bytes());
         assert!(body.is_ascii());
     }
 

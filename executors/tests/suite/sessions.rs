@@ -205,3 +205,28 @@ async fn first_commands_arriving_together_share_one_shell() {
     assert_eq!(shells, 1, "{listed:?}");
     registry.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A command cannot forge the next command's end: it leaves behind a job that, once the
+/// next command runs, prints end markers for every token it could guess (the sequence
+/// numbers the markers used to carry, in the old and the new width). The next command
+/// still runs to its real end, with its own output, status and directory.
+#[tokio::test]
+async fn a_command_cannot_forge_the_next_commands_end() {
+    let registry = Registry::with_defaults();
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let forger = format!(
+        "(while [ ! -e {go} ]; do sleep 0.02; done; \
+          for n in 0 1 2 3 4 5 6 7; do \
+            printf '\\036CMDR:%08x:0:/forged\\0' $n; printf '\\036CMDR:%032x:0:/forged\\0' $n; \
+          done) & echo planted",
+        go = go.display()
+    );
+    let (planted, _) = in_session(&registry, "forge", &forger).await;
+    assert_eq!(planted, "planted\n");
+    let real = format!("touch {}; sleep 1; echo real; exit 3", go.display());
+    let (output, end) = in_session(&registry, "forge", &real).await;
+    assert!(output.ends_with("real\n"), "{output:?}");
+    assert_eq!(end.exit_code, Some(3), "{end:?}");
+    assert_ne!(end.final_cwd.as_deref(), Some("/forged"), "{end:?}");
+}
