@@ -224,9 +224,9 @@ async fn a_command_cannot_forge_the_next_commands_end() {
     );
     let (planted, _) = in_session(&registry, "forge", &forger).await;
     assert_eq!(planted, "planted\n");
-    let real = format!("touch {}; sleep 1; echo real; exit 3", go.display());
+    let real = format!("touch {}; sleep 1; echo real; (exit 3)", go.display());
     let (output, end) = in_session(&registry, "forge", &real).await;
-    assert!(output.ends_with("real\n"), "{output:?}");
+    assert!(output.ends_with("real\n"), "{output:?} {end:?}");
     assert_eq!(end.exit_code, Some(3), "{end:?}");
     assert_ne!(end.final_cwd.as_deref(), Some("/forged"), "{end:?}");
 }
