@@ -10,7 +10,7 @@
 //! | `cmdr.results.<producer>.<command_id>` | the worker running it |
 //! | `cmdr.cancel.<producer>.<command_id>` | the producer |
 //! | `cmdr.input.<producer>.<command_id>` | the worker (request; the producer replies) |
-//! | `cmdr.alive.<worker>` | the producer (request; the worker replies) |
+//! | `cmdr.alive.<worker>.<producer>` | the producer (request; the worker replies) |
 //! | `cmdr.worker.<worker>.commands.<producer>.<commandType>` | the producer: a command for that worker alone (its processes and sessions) |
 //! | `cmdr.workers.<producer>` | the producer (request; every worker replies: discovery) |
 //!
@@ -58,10 +58,17 @@ pub fn input(producer: &str, command_id: &str) -> String {
     join(&["cmdr.input.", producer, ".", command_id])
 }
 
-/// `cmdr.alive.<worker_id>`: a core-mode worker answers there whether it still has a
-/// command (request/reply; the request's payload is the command's scoped id).
-pub fn alive(worker_id: &str) -> String {
-    format!("cmdr.alive.{worker_id}")
+/// `cmdr.alive.<worker_id>.<producer>`: a worker answers there whether it still has one
+/// of that producer's commands (request/reply; the payload is the command's scoped id,
+/// `<producer>.<command_id>`: another producer's is answered "not running"). Under the
+/// producer, so that permissions confine each producer to asking about its own.
+pub fn alive(worker_id: &str, producer: &str) -> String {
+    join(&["cmdr.alive.", worker_id, ".", producer])
+}
+
+/// `cmdr.alive.<worker_id>.*`: every producer's liveness checks of one worker.
+pub fn alive_all(worker_id: &str) -> String {
+    join(&["cmdr.alive.", worker_id, ".*"])
 }
 
 /// `cmdr.worker.<worker>.commands.<producer>.<commandType>`: a command for one worker.

@@ -43,7 +43,8 @@ pub struct Accepted {
     pub busy: bool,
 }
 
-/// A worker's answer on `cmdr.alive.<worker>` to a producer asking about one command.
+/// A worker's answer on `cmdr.alive.<worker>.<producer>` to a producer asking about one
+/// of its commands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Alive {
     /// The command asked about.

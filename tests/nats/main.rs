@@ -5,6 +5,7 @@
 // Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod alive;
 mod auth;
 mod bus;
 mod cli;
@@ -166,7 +167,7 @@ async fn wait_until_alive(server: &NatsServer, id: &str) {
             .payload("readiness".into())
             .timeout(Some(Duration::from_millis(500)));
         if probe
-            .send_request(format!("cmdr.alive.{id}"), request)
+            .send_request(format!("cmdr.alive.{id}.probe"), request)
             .await
             .is_ok()
         {

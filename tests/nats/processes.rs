@@ -130,7 +130,7 @@ pub(crate) async fn sigkill_and_wait(mut worker: WorkerProcess) {
 /// instead of being refused as `PROCESS_LOST`.
 pub(crate) async fn until_off_the_bus(server: &NatsServer, worker: &str) {
     let client = async_nats::connect(server.url()).await.unwrap();
-    let subject = cmdr::nats::subjects::alive(worker);
+    let subject = cmdr::nats::subjects::alive(worker, "probe");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
         let request = async_nats::Request::new().timeout(Some(Duration::from_secs(1)));

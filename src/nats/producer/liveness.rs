@@ -4,7 +4,7 @@
 //! Core NATS delivers a command to one worker, at most once; if that worker dies
 //! (SIGKILL) nothing else will ever publish on `cmdr.results.<id>`. So every core worker
 //! has an id (in its [`Accepted`](crate::nats::wire::Accepted) reply) and answers requests on
-//! `cmdr.alive.<worker_id>` with whether it still holds a command (`Holding`, worker side: from the
+//! `cmdr.alive.<worker_id>.<producer>` with whether it still holds a command (`Holding`, worker side: from the
 //! moment it accepted it until its terminal result is published). A producer waiting on
 //! a command asks every [`CHECK_EVERY`] ([`watch`]); [`MISSES_BEFORE_LOST`] definite
 //! misses in a row — nobody subscribes to the worker's subject any more (the server
@@ -50,7 +50,7 @@ pub(super) enum Lost {
 
 /// A command being watched.
 struct Watched {
-    /// `cmdr.alive.<worker>`.
+    /// `cmdr.alive.<worker>.<producer>`.
     subject: String,
     /// The command's scoped id (what the worker holds).
     command_id: String,
@@ -89,7 +89,7 @@ impl Monitor {
 
     /// Checks that `worker` still has `command_id` until the returned [`Watch`] resolves
     /// (the command is lost) or is dropped.
-    pub(super) fn watch(&self, worker: &str, command_id: String) -> Watch {
+    pub(super) fn watch(&self, worker: &str, producer: &str, command_id: String) -> Watch {
         self.started.get_or_init(|| {
             let (client, table, stop) =
                 (self.client.clone(), self.table.clone(), self.stop.clone());
@@ -103,7 +103,7 @@ impl Monitor {
         let (verdict, rx) = oneshot::channel();
         let key = self.next.fetch_add(1, Ordering::Relaxed);
         let watched = Watched {
-            subject: subjects::alive(worker),
+            subject: subjects::alive(worker, producer),
             command_id,
             misses: 0,
             verdict,

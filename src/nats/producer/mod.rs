@@ -304,7 +304,9 @@ impl Producer {
                 let taken = self.request_core(subject, payload, wants_result).await?;
                 let ended = taken.ended();
                 let watch = match taken.worker {
-                    Some(worker) if !ended => Some(self.inner.monitor.watch(&worker, scoped)),
+                    Some(worker) if !ended => {
+                        Some(self.inner.monitor.watch(&worker, &self.inner.id, scoped))
+                    }
                     _ => None,
                 };
                 (watch, taken.first)
@@ -354,7 +356,10 @@ impl Producer {
             Err(e) => return Err(e),
         }
         let scoped = subjects::scoped(&self.inner.id, &id);
-        let watch = self.inner.monitor.watch(&target.worker, scoped);
+        let watch = self
+            .inner
+            .monitor
+            .watch(&target.worker, &self.inner.id, scoped);
         Ok(self.stream(
             &command,
             id,

@@ -1,6 +1,6 @@
 //! Worker side of liveness (see `producer::liveness`): which commands this worker holds,
 //! from the moment it accepted one until its terminal result is published, and the
-//! answers on `cmdr.alive.<worker_id>`.
+//! answers on `cmdr.alive.<worker_id>.<producer>`, to that producer's commands only.
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use async_nats::{Client, Subscriber};
 use dashmap::DashMap;
 use futures_util::StreamExt;
 
+use crate::nats::subjects;
 use crate::nats::wire::Alive;
 
 /// Worker side: the commands accepted and not yet finished, by id (a count, since a
@@ -50,15 +51,21 @@ impl Holding {
         self.ids.contains_key(id)
     }
 
-    /// Answers every request on `cmdr.alive.<worker_id>` until the subscription ends.
+    /// Answers every request on `cmdr.alive.<worker_id>.<producer>` until the
+    /// subscription ends: whether that producer's command is held. A producer asking
+    /// about another's command (the payload names another producer) learns nothing: the
+    /// answer is "not running".
     pub(in crate::nats) async fn answer(self, mut requests: Subscriber, client: Client) {
         while let Some(request) = requests.next().await {
             let Some(reply) = request.reply else {
                 continue;
             };
+            let asker = request.subject.rsplit('.').next().unwrap_or_default();
             let command_id = String::from_utf8_lossy(&request.payload).into_owned();
+            let own =
+                subjects::unscoped(&command_id).is_some_and(|(producer, _)| producer == asker);
             let answer = Alive {
-                running: self.has(&command_id),
+                running: own && self.has(&command_id),
                 command_id,
             };
             let Ok(body) = serde_json::to_vec(&answer) else {

@@ -1,7 +1,7 @@
 //! What a worker serves besides the pool's queue, in both modes, over core NATS: commands
 //! addressed to it alone (`cmdr.worker.<id>.commands.<producer>.<type>`: the process
 //! commands for its processes, its sessions' commands), discovery (`cmdr.workers.<producer>`:
-//! "who is there, and which of my sessions do you hold") and liveness (`cmdr.alive.<id>`).
+//! "who is there, and which of my sessions do you hold") and liveness (`cmdr.alive.<id>.<producer>`).
 //!
 //! A worker's processes live in it, so the commands about them cannot go to just any
 //! worker, nor be replayed on another one (durable mode): the producer sends them here as
@@ -68,7 +68,7 @@ impl Direct {
     /// Answers on `cmdr.alive.<id>`: the worker's last subscription, so a worker that
     /// answers there has every subscription in place.
     pub(super) async fn answer_liveness(&mut self, client: &Client) -> Result<(), WorkerError> {
-        let alive = subscribe(client, subjects::alive(self.runner.holding.worker_id())).await?;
+        let alive = subscribe(client, subjects::alive_all(self.runner.holding.worker_id())).await?;
         let holding = self.runner.holding.clone();
         self.alive = Some(tokio::spawn(holding.answer(alive, client.clone())));
         Ok(())
@@ -101,18 +101,24 @@ async fn subscribe(client: &Client, subject: String) -> Result<Subscriber, Worke
         .subscribe(subject)
         .await
         .map_err(|source| WorkerError::Subscribe {
-            subject: "cmdr.worker.<id>.commands.> / cmdr.workers.* / cmdr.alive.<id>",
+            subject: "cmdr.worker.<id>.commands.> / cmdr.workers.* / cmdr.alive.<id>.*",
             source,
         })
 }
 
-/// Refuses to start when a worker already answers on `cmdr.alive.<worker>`: two workers
+/// The producer token of a worker's start-up id check (`cmdr.alive.<worker>._`).
+const ID_CHECK_PRODUCER: &str = "_";
+
+/// Refuses to start when a worker already answers on `cmdr.alive.<worker>.*`: two workers
 /// with one id would both run the commands meant for one of them.
 async fn ensure_id_free(client: &Client, worker: &str) -> Result<(), WorkerError> {
     let request = Request::new()
         .payload(bytes::Bytes::new())
         .timeout(Some(ID_CHECK_WAIT));
-    match client.send_request(subjects::alive(worker), request).await {
+    match client
+        .send_request(subjects::alive(worker, ID_CHECK_PRODUCER), request)
+        .await
+    {
         Ok(_) => Err(WorkerError::IdInUse(worker.to_owned())),
         Err(e) if e.kind() == RequestErrorKind::NoResponders => Ok(()),
         // Nobody answered in time (or the server could not say): take the id.
