@@ -10,6 +10,7 @@ use crate::agent::{
 };
 use crate::agents::AgentCommand;
 use crate::store::Store;
+use cmdr_executors::ErrorCode;
 
 use super::locks::RunGuard;
 use super::AgentService;
@@ -113,8 +114,9 @@ impl PreparedRun {
         };
         let (outcome, ()) = tokio::join!(locked, forward);
         drop(self); // releases the lock
-        if let Some(event) = final_event {
-            let _ = events.send(event).await;
+                    // The outcome may have been changed after its event was sent (turns not saved).
+        if final_event.is_some() {
+            let _ = events.send(outcome.final_event()).await;
         }
         outcome
     }
@@ -158,7 +160,7 @@ impl PreparedRun {
         if let Err(e) = store.end_run(&conversation_id).await {
             tracing::warn!(conversation_id, error = %e, "could not unmark the ended run");
         }
-        outcome
+        recorder.verdict(outcome)
     }
 
     /// The command's steps in order; stops after a stopped or failed step.
@@ -257,10 +259,19 @@ impl PreparedRun {
     }
 }
 
-/// Persists every message of a run the moment it is appended (also `cmdr chat`'s).
+/// Persists every message of a run the moment it is appended (also `cmdr chat`'s), and
+/// remembers the turns it could not save, so that such a run does not say `completed`.
 pub struct StoreRecorder {
     store: std::sync::Arc<dyn Store>,
     conversation_id: String,
+    lost: std::sync::Mutex<LostTurns>,
+}
+
+/// The turns a [`StoreRecorder`] could not save.
+#[derive(Debug, Default)]
+struct LostTurns {
+    count: u32,
+    first_error: Option<String>,
 }
 
 impl StoreRecorder {
@@ -269,7 +280,40 @@ impl StoreRecorder {
         Self {
             store,
             conversation_id,
+            lost: std::sync::Mutex::default(),
         }
+    }
+
+    /// `outcome`, unless turns were not saved: then the run failed with `STORE_ERROR`
+    /// (a run that already failed keeps its own reason).
+    pub fn verdict(&self, outcome: RunOutcome) -> RunOutcome {
+        let lost = match self.lost.lock() {
+            Ok(lost) => (lost.count, lost.first_error.clone()),
+            Err(poisoned) => {
+                let lost = poisoned.into_inner();
+                (lost.count, lost.first_error.clone())
+            }
+        };
+        match (lost, &outcome) {
+            ((0, _), _) | (_, RunOutcome::Failed { .. }) => outcome,
+            ((count, error), _) => RunOutcome::Failed {
+                code: ErrorCode::StoreError.into(),
+                message: format!(
+                    "{count} turn(s) of this run were not saved (the run itself ended {}): {}",
+                    outcome.status_name(),
+                    error.unwrap_or_default()
+                ),
+            },
+        }
+    }
+
+    fn note_lost(&self, error: String) {
+        let mut lost = match self.lost.lock() {
+            Ok(lost) => lost,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        lost.count = lost.count.saturating_add(1);
+        lost.first_error.get_or_insert(error);
     }
 }
 
@@ -282,6 +326,7 @@ impl Recorder for StoreRecorder {
                     error = %e,
                     "could not persist a turn"
                 );
+                self.note_lost(e.to_string());
             }
         })
     }

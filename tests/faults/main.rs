@@ -8,6 +8,7 @@
 //! - `disk_full`: `FILE_WRITE`/`PATCH_FILE` on a full tmpfs leave the old file intact.
 //! - `server_crash`: `cmdr serve` killed mid-run; the database, conversation and lock.
 //! - `client_gone`: a client vanishing mid-stream from a real `cmdr serve`.
+//! - `run_disk_full`: an agent run whose turns cannot be saved ends `STORE_ERROR`.
 
 // Integration tests are tests: their helpers may unwrap (the workspace denies it elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,6 +18,7 @@ mod disk_full;
 use cmdr_test_support::fake_llm;
 use cmdr_test_support::http as http_support;
 mod nats_restart;
+mod run_disk_full;
 use cmdr_test_support::nats_server;
 use cmdr_test_support::serve;
 mod server_crash;
