@@ -95,7 +95,6 @@ impl fmt::Display for Denied {
         match &self.resolved {
             Ok(resolved) if resolved == &self.path => write!(f, "is")?,
             Ok(resolved) => write!(f, "resolves to {}, which is", resolved.display())?,
-            Err(why) if self.roots.is_empty() => return write!(f, "is refused: {why}"),
             Err(why) => return write!(f, "cannot be resolved ({why}); denied by --allow-root"),
         }
         write!(f, " outside the allowed roots (--allow-root ")?;

@@ -8,11 +8,6 @@
 //! after the check makes the command fail with `PATH_NOT_ALLOWED`, never escape. Every
 //! later step (stat, open, temp file, rename, delete, listing) is relative to the
 //! directory handle, never a path walked again.
-//!
-//! Nothing on procfs is ever used, confined or not, whatever path led there (`/proc`, a
-//! second procfs mounted elsewhere, a magic link): checked on the opened handle. File
-//! commands run inside cmdr, so `/proc/self/environ` would be cmdr's own secrets, and
-//! `/proc/<pid>/fd/…` and `/proc/<pid>/root/…` reach into other processes (issue 32.5).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -71,30 +66,25 @@ impl Target {
         role: &'static str,
         parents: Parents,
     ) -> Result<Option<Self>, ExecError> {
-        let dir_and_name: Option<(OwnedFd, OsString)> =
-            beneath_or_free(policy, path, role, |located| match located {
-                Located::Free(given) => {
-                    let target = follow_final_link(given);
-                    let (parent, name) = split(&target, path).map_err(Failed::Error)?;
-                    let dir = open_free_dir(&parent, path, parents).map_err(Failed::Error)?;
-                    Ok(dir.map(|dir| (dir, name)))
-                }
-                Located::Beneath { root, relative, .. } => {
-                    let (parent, name) = split(relative, path).map_err(Failed::Error)?;
-                    let dir =
-                        open_beneath_dir(root, &parent, parents).map_err(|e| failed(e, path))?;
-                    if let Some(dir) = &dir {
-                        // A final link is followed, but only by the resolving path (checked).
-                        if is_link(dir, &name) {
-                            return Err(Failed::Link);
-                        }
+        let dir_and_name = beneath_or_free(policy, path, role, |located| match located {
+            Located::Free(given) => {
+                let target = follow_final_link(given);
+                let (parent, name) = split(&target, path).map_err(Failed::Error)?;
+                let dir = open_free_dir(&parent, path, parents).map_err(Failed::Error)?;
+                Ok(dir.map(|dir| (dir, name)))
+            }
+            Located::Beneath { root, relative, .. } => {
+                let (parent, name) = split(relative, path).map_err(Failed::Error)?;
+                let dir = open_beneath_dir(root, &parent, parents).map_err(|e| failed(e, path))?;
+                if let Some(dir) = &dir {
+                    // A final link is followed, but only by the resolving path (checked).
+                    if is_link(dir, &name) {
+                        return Err(Failed::Link);
                     }
-                    Ok(dir.map(|dir| (dir, name)))
                 }
-            })?;
-        if let Some((dir, _)) = &dir_and_name {
-            refuse_procfs(policy, dir, path, role)?;
-        }
+                Ok(dir.map(|dir| (dir, name)))
+            }
+        })?;
         Ok(dir_and_name.map(|(dir, name)| Target {
             dir,
             name,
@@ -136,7 +126,7 @@ pub(crate) fn open_regular(
     path: &Path,
     role: &'static str,
 ) -> Result<File, ExecError> {
-    let file = beneath_or_free(policy, path, role, |located| {
+    beneath_or_free(policy, path, role, |located| {
         let (stat, fd) = match located {
             Located::Free(given) => {
                 let stat = nix::sys::stat::stat(given).map_err(|e| io(path, e))?;
@@ -165,29 +155,7 @@ pub(crate) fn open_regular(
             }
         };
         verify(fd, &Identity::of(&stat), path).map_err(Failed::Error)
-    })?;
-    refuse_procfs(policy, &file, path, role)?;
-    Ok(file)
-}
-
-/// `PATH_NOT_ALLOWED` when `fd` lies on procfs (see the module documentation).
-fn refuse_procfs(
-    policy: &PathPolicy,
-    fd: impl AsFd,
-    path: &Path,
-    role: &'static str,
-) -> Result<(), ExecError> {
-    match nix::sys::statfs::fstatfs(fd) {
-        Ok(fs) if fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC => {
-            Err(ExecError::PathNotAllowed(policy.refused(
-                path,
-                role,
-                "it lies on procfs, which file commands never open (processes' files and \
-                 cmdr's own); read it with a shell command",
-            )))
-        }
-        _ => Ok(()),
-    }
+    })
 }
 
 /// Opens the directory `path` (for a listing); also returns its absolute path (resolved
@@ -205,7 +173,7 @@ pub(crate) fn open_directory(
         ))),
         e => failed(e, path),
     };
-    let opened = beneath_or_free(policy, path, role, |located| match located {
+    beneath_or_free(policy, path, role, |located| match located {
         Located::Free(given) => {
             let fd = nix::fcntl::open(given, flags, Mode::empty()).map_err(failed)?;
             Ok((fd, absolute(given)))
@@ -218,9 +186,7 @@ pub(crate) fn open_directory(
             let fd = open_beneath(root, relative, flags).map_err(failed)?;
             Ok((fd, resolved.clone()))
         }
-    })?;
-    refuse_procfs(policy, &opened.0, path, role)?;
-    Ok(opened)
+    })
 }
 
 /// Whether `name` in `dir` is a symbolic link.

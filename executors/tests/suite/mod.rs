@@ -4,7 +4,6 @@
 mod bash_exec;
 mod combine;
 mod confine;
-mod confine_proc;
 mod confine_race;
 mod duration_caps;
 mod file_read;
