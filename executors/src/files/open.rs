@@ -79,9 +79,15 @@ impl Target {
                 }
                 Ok(dir.map(|dir| (dir, name)))
             }
-            Located::Beneath { root, relative, .. } => {
+            Located::Beneath {
+                root,
+                relative,
+                cross_mounts,
+                ..
+            } => {
                 let (parent, name) = split(relative, path).map_err(Failed::Error)?;
-                let dir = open_beneath_dir(root, &parent, parents).map_err(|e| failed(e, path))?;
+                let dir = open_beneath_dir(root, &parent, parents, *cross_mounts)
+                    .map_err(|e| failed(e, path))?;
                 if let Some(dir) = &dir {
                     refuse_process_dir(dir, policy, path, role).map_err(Failed::Error)?;
                     // A final link is followed, but only by the resolving path (checked).
@@ -141,7 +147,12 @@ pub(crate) fn open_regular(
                 let fd = open_free(given, read_flags()).map_err(|e| free_failed(e, path))?;
                 (stat, fd)
             }
-            Located::Beneath { root, relative, .. } => {
+            Located::Beneath {
+                root,
+                relative,
+                cross_mounts,
+                ..
+            } => {
                 // The kind from the entry (an outside file reached through a link swapped
                 // in meanwhile is only stat'ed, never opened: the open below is checked,
                 // and must reach the same inode).
@@ -156,7 +167,8 @@ pub(crate) fn open_regular(
                     return Err(Failed::Link);
                 }
                 require_regular(&stat, path).map_err(Failed::Error)?;
-                let fd = open_beneath(root, relative, read_flags()).map_err(|e| failed(e, path))?;
+                let fd = open_beneath(root, relative, read_flags(), *cross_mounts)
+                    .map_err(|e| failed(e, path))?;
                 (stat, fd)
             }
         };
@@ -193,8 +205,9 @@ pub(crate) fn open_directory(
             root,
             relative,
             resolved,
+            cross_mounts,
         } => {
-            let fd = open_beneath(root, relative, flags).map_err(failed)?;
+            let fd = open_beneath(root, relative, flags, *cross_mounts).map_err(failed)?;
             refuse_process_dir(&fd, policy, path, role).map_err(Failed::Error)?;
             Ok((fd, resolved.clone()))
         }
@@ -276,8 +289,8 @@ fn beneath_or_free<T>(
         Err(Failed::Link) => Err(ExecError::PathNotAllowed(policy.refused(
             path,
             role,
-            "a symbolic link or `..` leads out of the allowed roots (the kernel refused it; \
-             the path changed after it was checked)",
+            "a symbolic link or `..` leads out of the allowed roots, or a mount point inside \
+             a root is crossed without --cross-mounts (the kernel refused it)",
         ))),
     }
 }
@@ -399,8 +412,14 @@ fn open_free_dir(
     }
 }
 
-/// Opens `relative` beneath `root` with the kernel's checks.
-fn open_beneath(root: &OwnedFd, relative: &Path, flags: OFlag) -> Result<OwnedFd, Errno> {
+/// Opens `relative` beneath `root` with the kernel's checks; a mount point on the way is
+/// refused (`EXDEV`) unless `cross_mounts`.
+fn open_beneath(
+    root: &OwnedFd,
+    relative: &Path,
+    flags: OFlag,
+    cross_mounts: bool,
+) -> Result<OwnedFd, Errno> {
     if relative.as_os_str().is_empty() {
         return root.try_clone().map_err(|_| Errno::EMFILE);
     }
@@ -409,9 +428,13 @@ fn open_beneath(root: &OwnedFd, relative: &Path, flags: OFlag) -> Result<OwnedFd
         // start-up report and /health say so).
         return nix::fcntl::openat(root, relative, flags | OFlag::O_CLOEXEC, Mode::empty());
     }
+    let mut resolve = ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS;
+    if !cross_mounts {
+        resolve |= ResolveFlag::RESOLVE_NO_XDEV;
+    }
     let how = OpenHow::new()
         .flags(flags | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        .resolve(resolve);
     nix::fcntl::openat2(root, relative, how)
 }
 
@@ -421,9 +444,10 @@ fn open_beneath_dir(
     root: &OwnedFd,
     parent: &Path,
     parents: Parents,
+    cross_mounts: bool,
 ) -> Result<Option<OwnedFd>, Errno> {
     let flags = OFlag::O_DIRECTORY | OFlag::O_RDONLY;
-    match open_beneath(root, parent, flags) {
+    match open_beneath(root, parent, flags, cross_mounts) {
         Ok(fd) => return Ok(Some(fd)),
         Err(Errno::ENOENT) if parents == Parents::Create => {}
         Err(Errno::ENOENT) => return Ok(None),
@@ -434,21 +458,26 @@ fn open_beneath_dir(
         let Component::Normal(name) = component else {
             continue;
         };
-        dir = open_or_make(&dir, name, flags)?;
+        dir = open_or_make(&dir, name, flags, cross_mounts)?;
     }
     Ok(Some(dir))
 }
 
 /// The subdirectory `name` of `dir`, made first if missing.
-fn open_or_make(dir: &OwnedFd, name: &OsStr, flags: OFlag) -> Result<OwnedFd, Errno> {
-    match open_beneath(dir, Path::new(name), flags) {
+fn open_or_make(
+    dir: &OwnedFd,
+    name: &OsStr,
+    flags: OFlag,
+    cross_mounts: bool,
+) -> Result<OwnedFd, Errno> {
+    match open_beneath(dir, Path::new(name), flags, cross_mounts) {
         Err(Errno::ENOENT) => {
             match nix::sys::stat::mkdirat(dir.as_fd(), name, Mode::from_bits_truncate(NEW_DIR_MODE))
             {
                 Ok(()) | Err(Errno::EEXIST) => {}
                 Err(e) => return Err(e),
             }
-            open_beneath(dir, Path::new(name), flags)
+            open_beneath(dir, Path::new(name), flags, cross_mounts)
         }
         other => other,
     }

@@ -4,6 +4,7 @@
 mod bash_exec;
 mod combine;
 mod confine;
+mod confine_mounts;
 mod confine_proc;
 mod confine_race;
 mod file_read;
