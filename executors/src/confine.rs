@@ -36,6 +36,9 @@ pub struct PathPolicy {
     roots: Option<Arc<[PathBuf]>>,
     /// A handle on each root (same order), opened once: paths are opened relative to it.
     handles: Arc<[OwnedFd]>,
+    /// Whether file commands may cross a mount point beneath a root (`--cross-mounts`);
+    /// by default they may not (`RESOLVE_NO_XDEV`).
+    cross_mounts: bool,
 }
 
 impl PartialEq for PathPolicy {
@@ -57,6 +60,8 @@ pub(crate) enum Located<'a> {
         root: &'a OwnedFd,
         relative: PathBuf,
         resolved: PathBuf,
+        /// Whether the open may cross a mount point (`--cross-mounts`).
+        cross_mounts: bool,
     },
 }
 
@@ -153,7 +158,20 @@ impl PathPolicy {
         Ok(Self {
             roots: Some(canonical.into()),
             handles: handles.into(),
+            cross_mounts: false,
         })
+    }
+
+    /// Lets file commands cross mount points beneath the roots (`--cross-mounts`, issue
+    /// 32.19); by default a mount placed inside a root is refused (`PATH_NOT_ALLOWED`).
+    pub fn crossing_mounts(mut self, allowed: bool) -> Self {
+        self.cross_mounts = allowed;
+        self
+    }
+
+    /// Whether file commands may cross mount points beneath the roots.
+    pub fn crosses_mounts(&self) -> bool {
+        self.cross_mounts
     }
 
     /// Whether any restriction applies.
@@ -199,6 +217,7 @@ impl PathPolicy {
                 root,
                 relative,
                 resolved: real,
+                cross_mounts: self.cross_mounts,
             }),
             None => Err(denied(Ok(real))),
         }
@@ -227,6 +246,7 @@ impl PathPolicy {
                     root: handle,
                     relative: relative.to_path_buf(),
                     resolved: path.to_path_buf(),
+                    cross_mounts: self.cross_mounts,
                 })
             })
     }

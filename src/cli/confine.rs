@@ -24,6 +24,10 @@ pub struct ConfineArgs {
     /// Landlock (reported at start-up when the kernel cannot enforce it).
     #[arg(long, env = "CMDR_LANDLOCK", requires = "allow_roots")]
     pub landlock: bool,
+    /// Let file commands cross a mount point placed inside an allowed root (by default
+    /// they refuse it: `RESOLVE_NO_XDEV`, issue 32.19).
+    #[arg(long, env = "CMDR_CROSS_MOUNTS", requires = "allow_roots")]
+    pub cross_mounts: bool,
     /// What environment shells get.
     #[command(flatten)]
     pub env: ShellEnvArgs,
@@ -111,7 +115,7 @@ impl ShellEnvArgs {
 impl ConfineArgs {
     /// The allowed roots these flags name; the error says which root is unusable.
     pub fn paths(&self) -> Result<PathPolicy, SetupError> {
-        Ok(PathPolicy::allow_roots(&self.allow_roots)?)
+        Ok(PathPolicy::allow_roots(&self.allow_roots)?.crossing_mounts(self.cross_mounts))
     }
 
     /// A registry builder confined (and its shells' environment built) as these flags say.

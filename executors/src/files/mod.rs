@@ -6,6 +6,8 @@
 //!   *relative to a handle on its root* with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS
 //!   | RESOLVE_NO_MAGICLINKS)`: the kernel refuses a path that leaves the root, a symbolic
 //!   link swapped in after the check, a `/proc/<pid>/cwd` magic link, a `..` out of it.
+//! - [`procfs`]: process directories under any procfs are refused whatever the roots,
+//!   checked on the opened handle; magic links are never followed.
 //! - [`kind`]: only regular files are read or replaced (`NOT_A_FILE` otherwise), checked
 //!   without opening anything else (a FIFO would block, a device could act).
 //! - [`lock`]: mutations of one file are serialised inside a cmdr process.
@@ -20,6 +22,7 @@ pub(crate) mod kind;
 pub(crate) mod leftovers;
 pub mod lock;
 pub(crate) mod open;
+pub(crate) mod procfs;
 pub(crate) mod replace;
 pub mod watch;
 

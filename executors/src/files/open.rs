@@ -19,6 +19,7 @@ use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 
 use super::kind::{require_regular, Identity};
+use super::procfs::{open_free, refuse_process_dir};
 use crate::confine::{Located, PathPolicy};
 use crate::error::ExecError;
 
@@ -68,15 +69,27 @@ impl Target {
     ) -> Result<Option<Self>, ExecError> {
         let dir_and_name = beneath_or_free(policy, path, role, |located| match located {
             Located::Free(given) => {
-                let target = follow_final_link(given);
+                let target = follow_final_link(given, |link| {
+                    refuse_link_dir(link, policy, path, role).map_err(Failed::Error)
+                })?;
                 let (parent, name) = split(&target, path).map_err(Failed::Error)?;
                 let dir = open_free_dir(&parent, path, parents).map_err(Failed::Error)?;
+                if let Some(dir) = &dir {
+                    refuse_process_dir(dir, policy, path, role).map_err(Failed::Error)?;
+                }
                 Ok(dir.map(|dir| (dir, name)))
             }
-            Located::Beneath { root, relative, .. } => {
+            Located::Beneath {
+                root,
+                relative,
+                cross_mounts,
+                ..
+            } => {
                 let (parent, name) = split(relative, path).map_err(Failed::Error)?;
-                let dir = open_beneath_dir(root, &parent, parents).map_err(|e| failed(e, path))?;
+                let dir = open_beneath_dir(root, &parent, parents, *cross_mounts)
+                    .map_err(|e| failed(e, path))?;
                 if let Some(dir) = &dir {
+                    refuse_process_dir(dir, policy, path, role).map_err(Failed::Error)?;
                     // A final link is followed, but only by the resolving path (checked).
                     if is_link(dir, &name) {
                         return Err(Failed::Link);
@@ -131,11 +144,15 @@ pub(crate) fn open_regular(
             Located::Free(given) => {
                 let stat = nix::sys::stat::stat(given).map_err(|e| io(path, e))?;
                 require_regular(&stat, path).map_err(Failed::Error)?;
-                let fd = nix::fcntl::open(given, read_flags(), Mode::empty())
-                    .map_err(|e| io(path, e))?;
+                let fd = open_free(given, read_flags()).map_err(|e| free_failed(e, path))?;
                 (stat, fd)
             }
-            Located::Beneath { root, relative, .. } => {
+            Located::Beneath {
+                root,
+                relative,
+                cross_mounts,
+                ..
+            } => {
                 // The kind from the entry (an outside file reached through a link swapped
                 // in meanwhile is only stat'ed, never opened: the open below is checked,
                 // and must reach the same inode).
@@ -150,10 +167,12 @@ pub(crate) fn open_regular(
                     return Err(Failed::Link);
                 }
                 require_regular(&stat, path).map_err(Failed::Error)?;
-                let fd = open_beneath(root, relative, read_flags()).map_err(|e| failed(e, path))?;
+                let fd = open_beneath(root, relative, read_flags(), *cross_mounts)
+                    .map_err(|e| failed(e, path))?;
                 (stat, fd)
             }
         };
+        refuse_process_dir(&fd, policy, path, role).map_err(Failed::Error)?;
         verify(fd, &Identity::of(&stat), path).map_err(Failed::Error)
     })
 }
@@ -175,15 +194,21 @@ pub(crate) fn open_directory(
     };
     beneath_or_free(policy, path, role, |located| match located {
         Located::Free(given) => {
-            let fd = nix::fcntl::open(given, flags, Mode::empty()).map_err(failed)?;
+            let fd = open_free(given, flags).map_err(|e| match e {
+                Errno::ELOOP => free_failed(e, path),
+                e => failed(e),
+            })?;
+            refuse_process_dir(&fd, policy, path, role).map_err(Failed::Error)?;
             Ok((fd, absolute(given)))
         }
         Located::Beneath {
             root,
             relative,
             resolved,
+            cross_mounts,
         } => {
-            let fd = open_beneath(root, relative, flags).map_err(failed)?;
+            let fd = open_beneath(root, relative, flags, *cross_mounts).map_err(failed)?;
+            refuse_process_dir(&fd, policy, path, role).map_err(Failed::Error)?;
             Ok((fd, resolved.clone()))
         }
     })
@@ -213,6 +238,22 @@ fn failed(e: Errno, path: &Path) -> Failed {
             path.display()
         ))),
         e => Failed::Error(ExecError::io(path, e.into())),
+    }
+}
+
+/// The failure for an errno met opening `path` unconfined: a link loop or a magic link
+/// (`/proc/<pid>/fd/N`, never followed) is `PATH_NOT_ALLOWED`.
+fn free_failed(e: Errno, path: &Path) -> Failed {
+    match e {
+        Errno::ELOOP => Failed::Error(ExecError::PathNotAllowed(
+            PathPolicy::unrestricted().refused(
+                path,
+                "file_path",
+                "a /proc magic link (or a symbolic link loop) is on its way; file commands \
+                 never follow magic links",
+            ),
+        )),
+        e => io(path, e),
     }
 }
 
@@ -248,8 +289,8 @@ fn beneath_or_free<T>(
         Err(Failed::Link) => Err(ExecError::PathNotAllowed(policy.refused(
             path,
             role,
-            "a symbolic link or `..` leads out of the allowed roots (the kernel refused it; \
-             the path changed after it was checked)",
+            "a symbolic link or `..` leads out of the allowed roots, or a mount point inside \
+             a root is crossed without --cross-mounts (the kernel refused it)",
         ))),
     }
 }
@@ -290,21 +331,52 @@ fn split(path: &Path, shown: &Path) -> Result<(PathBuf, OsString), ExecError> {
     Ok((parent, name))
 }
 
-/// `path` with a final symbolic link followed (even a dangling one), as writes do.
-fn follow_final_link(path: &Path) -> PathBuf {
-    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-    if !is_link {
-        return path.to_path_buf();
+/// `path` with a final symbolic link followed (even a dangling one), as writes do: one
+/// link at a time by its text (never through a magic link, whose text names no path the
+/// command could use), up to the kernel's limit. `check` vets each link before its
+/// text is read.
+fn follow_final_link<E>(path: &Path, check: impl Fn(&Path) -> Result<(), E>) -> Result<PathBuf, E> {
+    let mut current = path.to_path_buf();
+    for _ in 0..MAX_FINAL_LINKS {
+        let is_link = std::fs::symlink_metadata(&current).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            break;
+        }
+        check(&current)?;
+        current = match std::fs::read_link(&current) {
+            Ok(link) if link.is_absolute() => link,
+            Ok(link) => current.parent().map(|p| p.join(&link)).unwrap_or(link),
+            Err(_) => break,
+        };
     }
-    if let Ok(real) = std::fs::canonicalize(path) {
-        return real;
-    }
-    match std::fs::read_link(path) {
-        Ok(link) if link.is_absolute() => link,
-        Ok(link) => path.parent().map(|p| p.join(&link)).unwrap_or(link),
-        Err(_) => path.to_path_buf(),
+    Ok(current)
+}
+
+/// `PATH_NOT_ALLOWED` when the directory holding the link `link` is a process
+/// directory under a procfs (its links are magic: `/proc/<pid>/fd/N`).
+fn refuse_link_dir(
+    link: &Path,
+    policy: &PathPolicy,
+    path: &Path,
+    role: &'static str,
+) -> Result<(), ExecError> {
+    let parent = match link.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match open_free(parent, OFlag::O_PATH | OFlag::O_DIRECTORY) {
+        Ok(dir) => refuse_process_dir(&dir, policy, path, role),
+        Err(Errno::ELOOP) => Err(ExecError::PathNotAllowed(policy.refused(
+            path,
+            role,
+            super::procfs::WHY,
+        ))),
+        Err(_) => Ok(()),
     }
 }
+
+/// Final links followed by writes before giving up (Linux's own limit).
+const MAX_FINAL_LINKS: usize = 40;
 
 /// Opens the directory `parent` by name (unconfined); `None` if it is missing and not
 /// to be created.
@@ -319,14 +391,18 @@ fn open_free_dir(
         parent
     };
     let flags = OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
-    match nix::fcntl::open(parent, flags, Mode::empty()) {
+    match open_free(parent, flags) {
         Ok(fd) => Ok(Some(fd)),
         Err(Errno::ENOENT) if parents == Parents::Create => {
             std::fs::create_dir_all(parent).map_err(|e| ExecError::io(parent, e))?;
-            nix::fcntl::open(parent, flags, Mode::empty())
+            open_free(parent, flags)
                 .map(Some)
                 .map_err(|e| ExecError::io(parent, e.into()))
         }
+        Err(Errno::ELOOP) => match free_failed(Errno::ELOOP, shown) {
+            Failed::Error(e) => Err(e),
+            Failed::Link => Err(ExecError::io(shown, Errno::ELOOP.into())),
+        },
         Err(Errno::ENOENT) => Ok(None),
         Err(Errno::ENOTDIR) => Err(ExecError::InvalidInput(format!(
             "{}: a parent of the path is not a directory",
@@ -336,8 +412,14 @@ fn open_free_dir(
     }
 }
 
-/// Opens `relative` beneath `root` with the kernel's checks.
-fn open_beneath(root: &OwnedFd, relative: &Path, flags: OFlag) -> Result<OwnedFd, Errno> {
+/// Opens `relative` beneath `root` with the kernel's checks; a mount point on the way is
+/// refused (`EXDEV`) unless `cross_mounts`.
+fn open_beneath(
+    root: &OwnedFd,
+    relative: &Path,
+    flags: OFlag,
+    cross_mounts: bool,
+) -> Result<OwnedFd, Errno> {
     if relative.as_os_str().is_empty() {
         return root.try_clone().map_err(|_| Errno::EMFILE);
     }
@@ -346,9 +428,13 @@ fn open_beneath(root: &OwnedFd, relative: &Path, flags: OFlag) -> Result<OwnedFd
         // start-up report and /health say so).
         return nix::fcntl::openat(root, relative, flags | OFlag::O_CLOEXEC, Mode::empty());
     }
+    let mut resolve = ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS;
+    if !cross_mounts {
+        resolve |= ResolveFlag::RESOLVE_NO_XDEV;
+    }
     let how = OpenHow::new()
         .flags(flags | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        .resolve(resolve);
     nix::fcntl::openat2(root, relative, how)
 }
 
@@ -358,9 +444,10 @@ fn open_beneath_dir(
     root: &OwnedFd,
     parent: &Path,
     parents: Parents,
+    cross_mounts: bool,
 ) -> Result<Option<OwnedFd>, Errno> {
     let flags = OFlag::O_DIRECTORY | OFlag::O_RDONLY;
-    match open_beneath(root, parent, flags) {
+    match open_beneath(root, parent, flags, cross_mounts) {
         Ok(fd) => return Ok(Some(fd)),
         Err(Errno::ENOENT) if parents == Parents::Create => {}
         Err(Errno::ENOENT) => return Ok(None),
@@ -371,21 +458,26 @@ fn open_beneath_dir(
         let Component::Normal(name) = component else {
             continue;
         };
-        dir = open_or_make(&dir, name, flags)?;
+        dir = open_or_make(&dir, name, flags, cross_mounts)?;
     }
     Ok(Some(dir))
 }
 
 /// The subdirectory `name` of `dir`, made first if missing.
-fn open_or_make(dir: &OwnedFd, name: &OsStr, flags: OFlag) -> Result<OwnedFd, Errno> {
-    match open_beneath(dir, Path::new(name), flags) {
+fn open_or_make(
+    dir: &OwnedFd,
+    name: &OsStr,
+    flags: OFlag,
+    cross_mounts: bool,
+) -> Result<OwnedFd, Errno> {
+    match open_beneath(dir, Path::new(name), flags, cross_mounts) {
         Err(Errno::ENOENT) => {
             match nix::sys::stat::mkdirat(dir.as_fd(), name, Mode::from_bits_truncate(NEW_DIR_MODE))
             {
                 Ok(()) | Err(Errno::EEXIST) => {}
                 Err(e) => return Err(e),
             }
-            open_beneath(dir, Path::new(name), flags)
+            open_beneath(dir, Path::new(name), flags, cross_mounts)
         }
         other => other,
     }

@@ -4,6 +4,8 @@
 mod bash_exec;
 mod combine;
 mod confine;
+mod confine_mounts;
+mod confine_proc;
 mod confine_race;
 mod duration_caps;
 mod file_read;
