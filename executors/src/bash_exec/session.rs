@@ -202,6 +202,7 @@ impl Sessions {
         if let Some(existing) = self.running(key) {
             return Ok((existing, false));
         }
+        self.check_room(scope, table.limits().max_sessions_per_scope)?;
         let dir = start_dir()?;
         let dir = dir.as_deref();
         let loop_cmd = BashExecCommand {
@@ -228,6 +229,7 @@ impl Sessions {
             requests_rx,
             controls,
             table.shutdown_token(),
+            table.limits().session_idle,
         ));
         let handle = Arc::new(SessionHandle {
             process,
@@ -239,6 +241,21 @@ impl Sessions {
         by_name.retain(|_, s| s.process.state() == ProcessState::Running);
         by_name.insert(key.clone(), Arc::clone(&handle));
         Ok((handle, true))
+    }
+
+    /// Refuses a new session in `scope` when it already keeps `max` running ones.
+    fn check_room(&self, scope: &Scope, max: usize) -> Result<(), ExecError> {
+        let kept = self
+            .lock()
+            .iter()
+            .filter(|((s, _), h)| s == scope && h.process.state() == ProcessState::Running)
+            .count();
+        if kept >= max {
+            return Err(ExecError::TooManyProcesses(format!(
+                "{kept} sessions in this scope, the most it may keep (end one, or let it idle out)"
+            )));
+        }
+        Ok(())
     }
 
     /// The running session under `key`, if any.
@@ -331,7 +348,10 @@ async fn actor(
     mut requests: mpsc::Receiver<Request>,
     mut controls: mpsc::Receiver<Control>,
     shutdown: tokio_util::sync::CancellationToken,
+    idle: Duration,
 ) {
+    let idle_deadline = || Some(tokio::time::Instant::now() + idle);
+    let mut idle_at = idle_deadline();
     let (mut stdout, mut stderr) = (shell.stdout.take(), shell.stderr.take());
     let (mut out_buf, mut err_buf) = (Vec::with_capacity(READ_BUF), Vec::with_capacity(READ_BUF));
     let mut current: Option<Current> = None;
@@ -363,6 +383,7 @@ async fn actor(
                     continue;
                 }
                 current = Some(Current::new(request));
+                idle_at = None;
             }
             control = controls.recv() => match control {
                 Some(Control::Kill { signal, grace }) => {
@@ -377,6 +398,11 @@ async fn actor(
                 shell.signal_group(Signal::SIGKILL);
                 kill_at = None;
             }
+            () = sleep_until(idle_at), if current.is_none() => {
+                tracing::info!(process = %process.id, "session idle for {idle:?}: ending its shell");
+                shell.signal_group(Signal::SIGKILL);
+                idle_at = None;
+            }
             () = shutdown.cancelled() => {
                 shell.signal_group(Signal::SIGKILL);
                 break shell.child.wait().await.ok();
@@ -387,6 +413,7 @@ async fn actor(
             if let Some(cur) = current.take() {
                 cur.finish().await;
             }
+            idle_at = idle_deadline();
         }
     };
     shell.exited = status.is_some();

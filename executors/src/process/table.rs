@@ -42,6 +42,13 @@ pub struct ProcessLimits {
     /// Output bytes kept in memory per process (default 256 KiB); older ones, up to
     /// `log_cap`, are spilled to an unlinked temporary file.
     pub log_memory: usize,
+    /// Shell sessions kept at once in one scope (default 8), apart from `max_running_per_scope`
+    /// (a session is a process too): one more is `TOO_MANY_PROCESSES`, so one client's
+    /// sessions cannot take the process places of a scope others share.
+    pub max_sessions_per_scope: usize,
+    /// How long a session may sit without a command before its shell is ended (default
+    /// 30 min).
+    pub session_idle: std::time::Duration,
 }
 
 impl Default for ProcessLimits {
@@ -52,6 +59,8 @@ impl Default for ProcessLimits {
             max_exited: 32,
             log_cap: 16 * 1024 * 1024,
             log_memory: 256 * 1024,
+            max_sessions_per_scope: 8,
+            session_idle: std::time::Duration::from_secs(30 * 60),
         }
     }
 }

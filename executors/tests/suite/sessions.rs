@@ -4,10 +4,15 @@
 
 use std::time::Duration;
 
-use cmdr_executors::{ExecutionStatus, OutputResult, Registry};
+use cmdr_executors::{
+    ExecutionStatus, OutputResult, ProcessLimits, Registry, RegistryConfig, Scope,
+};
 use serde_json::{json, Value};
 
-use super::{assert_failed, data, run, terminal};
+use cmdr_test_support::http::gone;
+use cmdr_test_support::results::run_in;
+
+use super::{assert_failed, data, eventually, run, terminal};
 
 async fn in_session(registry: &Registry, session: &str, script: &str) -> (String, OutputResult) {
     in_session_with(
@@ -229,4 +234,75 @@ async fn a_command_cannot_forge_the_next_commands_end() {
     assert!(output.ends_with("real\n"), "{output:?} {end:?}");
     assert_eq!(end.exit_code, Some(3), "{end:?}");
     assert_ne!(end.final_cwd.as_deref(), Some("/forged"), "{end:?}");
+}
+
+/// Runs `command` in session `name` of `scope`: its terminal result and output.
+async fn scoped(
+    registry: &Registry,
+    scope: &Scope,
+    name: &str,
+    command: &str,
+) -> (String, OutputResult) {
+    let json = json!({"commandType": "BASH_EXEC", "command": command, "session": name});
+    let messages = run_in(registry, scope.clone(), json).await;
+    (data(&messages), terminal(&messages).clone())
+}
+
+/// One client filling its scope's sessions locks out no one: sessions have their own cap
+/// per scope (below the scope's process cap), so the scope still starts processes, and
+/// another scope still starts sessions.
+#[tokio::test]
+async fn a_scope_full_of_sessions_leaves_room_for_processes_and_other_scopes() {
+    let registry = Registry::with_config(RegistryConfig {
+        processes: ProcessLimits {
+            max_running_per_scope: 4,
+            max_sessions_per_scope: 2,
+            ..ProcessLimits::default()
+        },
+        ..RegistryConfig::default()
+    });
+    let (greedy, other) = (Scope::new("http:shared"), Scope::new("mcp:other"));
+    for name in ["a", "b"] {
+        let (_, end) = scoped(&registry, &greedy, name, "true").await;
+        assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:#?}");
+    }
+    let (_, refused) = scoped(&registry, &greedy, "c", "true").await;
+    assert_failed(&refused, "TOO_MANY_PROCESSES");
+    assert!(
+        refused.error.contains("sessions in this scope"),
+        "{refused:#?}"
+    );
+    // The kept sessions still run commands.
+    let (out, _) = scoped(&registry, &greedy, "a", "echo still").await;
+    assert_eq!(out, "still\n");
+    // The same scope still starts processes (its process cap is not used up) …
+    let background = json!({"commandType": "BASH_EXEC", "command": "sleep 60", "background": true, "yield_ms": 50});
+    let started = terminal(&run_in(&registry, greedy.clone(), background).await).clone();
+    assert_eq!(started.status, ExecutionStatus::Succeeded, "{started:#?}");
+    // … and another scope starts sessions.
+    let (_, end) = scoped(&registry, &other, "a", "true").await;
+    assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:#?}");
+    registry.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A session left idle past its limit has its shell ended (and frees its place); the same
+/// name then starts a fresh shell.
+#[tokio::test]
+async fn an_idle_session_expires_and_frees_its_place() {
+    let registry = Registry::with_config(RegistryConfig {
+        processes: ProcessLimits {
+            max_sessions_per_scope: 1,
+            session_idle: Duration::from_secs(1),
+            ..ProcessLimits::default()
+        },
+        ..RegistryConfig::default()
+    });
+    let scope = Scope::new("mcp:idle");
+    let (out, _) = scoped(&registry, &scope, "a", "echo $$").await;
+    let first: i32 = out.trim().parse().expect("a pid");
+    eventually("the idle session's shell is ended", || gone(first)).await;
+    let (out, end) = scoped(&registry, &scope, "b", "echo $$").await;
+    assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:#?}");
+    assert_ne!(out.trim(), first.to_string());
+    registry.shutdown(Duration::from_secs(1)).await;
 }
