@@ -8,7 +8,8 @@
 //!   here) must come from the server's own origin; duplicate `Host`/`Origin` are refused;
 //! - the bearer token ([`require_token`]);
 //! - the JSON-RPC gate ([`super::json_rpc`]): malformed messages get `-32700`/`-32600`,
-//!   `initialize` beyond [`SessionLimits::max_sessions`] gets 503;
+//!   `initialize` beyond [`SessionLimits::max_sessions`] closes the least-recently-used
+//!   idle session, or gets 503 when every session has a call running;
 //! - the client-gone watch, then rmcp. Sessions unused for [`SessionLimits::idle`] are
 //!   closed by rmcp.
 
@@ -47,7 +48,8 @@ pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(120);
 /// How many MCP sessions may be open, and for how long unused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionLimits {
-    /// Sessions open at once; `initialize` beyond it gets 503 `TOO_MANY_SESSIONS`.
+    /// Sessions open at once; `initialize` beyond it closes the least-recently-used idle
+    /// session, or gets 503 `TOO_MANY_SESSIONS` when none is idle.
     pub max_sessions: usize,
     /// A session unused this long is closed (its client must initialize again).
     pub idle: Duration,
@@ -85,6 +87,7 @@ pub fn http_router_with(state: AppState, limits: SessionLimits) -> Router {
         body_limit: config.max_request_body_bytes,
         initializing: Arc::default(),
         warned: Arc::default(),
+        usage: Arc::default(),
     };
     let handler = CmdrMcp::new(state.clone());
     // One handler per session: its processes live in the session's scope and die with it.

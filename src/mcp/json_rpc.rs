@@ -8,7 +8,9 @@
 //!   response without `result`/`error`), or a batch (MCP dropped batching in 2025-06-18):
 //!   HTTP 400 with `-32600` (invalid request), the `id` echoed when it is valid.
 //! - `initialize` without a session while [`SessionLimits::max_sessions`] sessions are
-//!   open: HTTP 503 with `-32000` and `data.code` `TOO_MANY_SESSIONS`.
+//!   open and every one of them has a call running: HTTP 503 with `-32000` and `data.code`
+//!   `TOO_MANY_SESSIONS`. While one is idle, the least-recently-used idle session is closed
+//!   to make room (a `ping` is not use), so sessions that only ping cannot lock clients out.
 
 use std::sync::Arc;
 
@@ -23,6 +25,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::{json, Value};
 
 use super::http::SessionLimits;
+use super::session_use::{hold_until_sent, SessionUse};
+use rmcp::transport::streamable_http_server::session::SessionManager;
 
 /// JSON-RPC: the body is not JSON.
 const PARSE_ERROR: i64 = -32700;
@@ -43,6 +47,7 @@ pub struct Gate {
     pub(super) body_limit: usize,
     pub(super) initializing: Arc<tokio::sync::Mutex<()>>,
     pub(super) warned: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    pub(super) usage: Arc<SessionUse>,
 }
 
 /// Axum middleware applying the rules above to POSTs; other methods pass untouched.
@@ -76,12 +81,24 @@ pub async fn gate(State(gate): State<Gate>, request: Request, next: Next) -> Res
     }
     let initialize = message.get("method").and_then(Value::as_str) == Some("initialize")
         && !parts.headers.contains_key(SESSION_HEADER);
+    let session = parts
+        .headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let method = message.get("method").and_then(Value::as_str);
     let request = Request::from_parts(parts, Body::from(bytes));
     if !initialize {
-        return next.run(request).await;
+        return match session.filter(|_| method != Some("ping")) {
+            Some(id) => {
+                let busy = gate.usage.begin(&id);
+                hold_until_sent(next.run(request).await, busy)
+            }
+            None => next.run(request).await,
+        };
     }
     let _one_at_a_time = gate.initializing.lock().await;
-    let open = gate.sessions.sessions.read().await.len();
+    let open = gate.make_room().await;
     if open >= gate.limits.max_sessions {
         gate.warn_full(open);
         let text = format!(
@@ -100,10 +117,44 @@ pub async fn gate(State(gate): State<Gate>, request: Request, next: Next) -> Res
             .insert("retry-after", axum::http::HeaderValue::from_static("5"));
         return response;
     }
-    next.run(request).await
+    let response = next.run(request).await;
+    if let Some(id) = response
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
+        gate.usage.created(id);
+    }
+    response
 }
 
 impl Gate {
+    /// When the table is full, closes the least-recently-used idle session; the number of
+    /// sessions open after.
+    async fn make_room(&self) -> usize {
+        let open: Vec<_> = self
+            .sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .cloned()
+            .collect();
+        if open.len() < self.limits.max_sessions {
+            return open.len();
+        }
+        let Some(victim) = self.usage.victim(&open) else {
+            return open.len();
+        };
+        tracing::info!(session = %victim, "MCP session limit reached: closing the least-recently-used idle session");
+        if let Err(e) = self.sessions.close_session(&victim).await {
+            tracing::warn!(error = %e, "closing an idle MCP session failed");
+            return open.len();
+        }
+        self.usage.forget(&victim);
+        open.len() - 1
+    }
+
     /// Logs a full session table at most once a minute (a flood must not flood the log).
     fn warn_full(&self, open: usize) {
         let mut last = self.warned.lock().unwrap_or_else(|e| e.into_inner());

@@ -26,6 +26,7 @@ mod json_rpc;
 pub mod params;
 mod progress;
 mod session_scope;
+mod session_use;
 mod stdio;
 mod tools;
 

@@ -178,7 +178,10 @@ async fn mcp_session_floods_are_capped_and_memory_stays_bounded() {
         .await;
     let opened = answers.iter().filter(|s| **s == 200).count();
     let refused = answers.iter().filter(|s| **s == 503).count();
-    assert_eq!((opened, refused), (100, 4900), "{answers:?}");
+    // Idle sessions make room for new ones (issue 32.15): the table never holds more than
+    // the cap, so memory stays bounded while every newcomer gets in.
+    assert_eq!(opened + refused, 5000, "{answers:?}");
+    assert!(opened >= 100, "{opened} opened");
     let grown_mib = rss_kib(pid).saturating_sub(before) / 1024;
     assert!(grown_mib < 64, "the server grew by {grown_mib} MiB");
     let health = http
