@@ -37,6 +37,10 @@ pub struct WorkerArgs {
     /// Core mode: MiB of waiting commands' payloads at most.
     #[arg(long, default_value_t = DEFAULT_MAX_QUEUED_BYTES / (1024 * 1024), value_name = "MIB")]
     pub max_queued_mib: usize,
+    /// Commands whose `timeout_ms` is above this many ms are refused with INVALID_INPUT,
+    /// so commands that never end cannot hold this worker's jobs (default: one hour).
+    #[arg(long, default_value_t = worker::DEFAULT_MAX_TIMEOUT.as_millis() as u64, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_timeout_ms: u64,
     /// On shutdown, seconds running commands may go on before they are cancelled.
     #[arg(long, default_value_t = 10)]
     pub grace_secs: u64,
@@ -91,6 +95,7 @@ pub async fn run(args: WorkerArgs) -> u8 {
         jobs: args.jobs as usize,
         max_queued: args.max_queued,
         max_queued_bytes: args.max_queued_mib.saturating_mul(1024 * 1024),
+        max_timeout: Duration::from_millis(args.max_timeout_ms),
         shutdown_grace: Duration::from_secs(args.grace_secs),
         durable: args.durable.then(|| DurableSettings {
             ack_wait: Duration::from_secs(args.ack_wait_secs),

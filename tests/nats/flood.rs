@@ -130,3 +130,52 @@ async fn producers_told_busy_try_again_and_every_command_runs() {
     stop.cancel();
     task.await.unwrap().unwrap();
 }
+
+/// Issue 32.8: a command asking for a longer `timeout_ms` than the worker's
+/// `max_timeout` (one that would hold a job for ever) is refused with `INVALID_INPUT`
+/// and never runs; one within the cap runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_with_a_timeout_above_the_workers_cap_is_refused() {
+    let server = NatsServer::start();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let registry = cmdr::app::RegistryBuilder::new().build();
+    let options = cmdr::nats::worker::WorkerOptions {
+        jobs: 1,
+        max_timeout: std::time::Duration::from_secs(60),
+        shutdown_grace: std::time::Duration::from_millis(200),
+        ..Default::default()
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let until = stop.clone().cancelled_owned();
+    let task = tokio::spawn(cmdr::nats::worker::run(client, registry, options, until));
+    let probe = async_nats::connect(server.url()).await.unwrap();
+    server.wait_for_subscribers(&probe).await;
+    let producer = producer(&server).await;
+    let marker = tempfile::tempdir().unwrap();
+    let ran = marker.path().join("ran");
+    let json = format!(
+        r#"{{"command_id":"forever","commandType":"BASH_EXEC","timeout_ms":86400000,"command":"touch {}; sleep 100000"}}"#,
+        ran.display()
+    );
+    let command = cmdr_executors::decode_command(&json).unwrap();
+    let messages = collect(producer.submit(command).await.unwrap()).await;
+    let end = messages.last().unwrap();
+    assert_eq!(
+        end.status,
+        cmdr_executors::ExecutionStatus::Failed,
+        "{messages:#?}"
+    );
+    assert_eq!(
+        end.error_code.as_deref(),
+        Some("INVALID_INPUT"),
+        "{messages:#?}"
+    );
+    assert!(end.error.contains("--max-timeout-ms"), "{messages:#?}");
+    assert!(!ran.exists(), "the refused command ran");
+    let json = r#"{"command_id":"within","commandType":"BASH_EXEC","timeout_ms":60000,"command":"echo within"}"#;
+    let command = cmdr_executors::decode_command(json).unwrap();
+    let messages = collect(producer.submit(command).await.unwrap()).await;
+    assert!(crate::data(&messages).contains("within"), "{messages:#?}");
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}

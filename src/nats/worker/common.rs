@@ -20,6 +20,8 @@ pub(super) struct Runner {
     pub(super) registry: Registry,
     pub(super) publisher: Publisher,
     pub(super) holding: Holding,
+    /// Commands asking for a longer `timeout_ms` are refused (`--max-timeout-ms`).
+    pub(super) max_timeout: std::time::Duration,
 }
 
 impl Runner {
@@ -34,7 +36,10 @@ impl Runner {
     /// [`Runner::run`] of a command already decoded (by the reader that received it).
     pub(super) async fn run_decoded(&self, decoded: Decoded, scoped: &str, reply: Option<&Reply>) {
         if let Some((scope, command)) = answer_undecodable(decoded, &self.publisher).await {
-            let stream = start(&self.registry, scope, command).await;
+            let stream = match super::timeout_cap::refusal(&command, self.max_timeout) {
+                Some(refused) => ResultStream::from_result(refused),
+                None => start(&self.registry, scope, command).await,
+            };
             self.publisher.publish_replying(stream, reply).await;
         }
         if let Some(reply) = reply.filter(|reply| reply.take()) {

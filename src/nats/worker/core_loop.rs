@@ -51,6 +51,7 @@ pub(super) async fn run(
         registry: registry.clone(),
         publisher: Publisher::core(client.clone()),
         holding: Holding::new(&options.worker_id),
+        max_timeout: options.max_timeout,
     };
     // First: it checks that the worker id is free.
     let mut direct = Direct::start(&client, runner.clone(), options.jobs, &tracker).await?;

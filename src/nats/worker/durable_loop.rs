@@ -53,6 +53,7 @@ pub(super) async fn run(
         registry: registry.clone(),
         publisher: Publisher::core(client.clone()),
         holding: Holding::new(&options.worker_id),
+        max_timeout: options.max_timeout,
     };
     let mut direct = Direct::start(&client, direct_runner, options.jobs, &tracker).await?;
     let cancels = client

@@ -34,10 +34,12 @@ pub mod input;
 mod options;
 mod publish;
 mod reply;
+mod timeout_cap;
 
 pub use options::{
     random_worker_id, WorkerError, WorkerOptions, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES,
 };
+pub use timeout_cap::DEFAULT_MAX_TIMEOUT;
 
 use std::future::Future;
 

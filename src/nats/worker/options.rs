@@ -36,6 +36,8 @@ pub struct WorkerOptions {
     pub max_queued: usize,
     /// Core mode: payload bytes of the waiting commands at most (one is always taken).
     pub max_queued_bytes: usize,
+    /// Commands whose `timeout_ms` is above this are refused (`INVALID_INPUT`).
+    pub max_timeout: Duration,
     /// On shutdown, how long running commands may go on before they are cancelled.
     pub shutdown_grace: Duration,
     /// Durable mode (JetStream) with these settings; core mode when `None`.
@@ -50,6 +52,7 @@ impl Default for WorkerOptions {
             jobs: 16,
             max_queued: DEFAULT_MAX_QUEUED,
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
+            max_timeout: super::timeout_cap::DEFAULT_MAX_TIMEOUT,
             shutdown_grace: Duration::from_secs(10),
             durable: None,
         }
