@@ -11,11 +11,12 @@
 //!   owner's identity. Only owners that died **mid-run** are reaped this way: the
 //!   background processes of a `cmdr` that ended normally (say a server a script started
 //!   with `nohup … &`) are never touched.
-//! - **Workers**: a `cmdr worker`'s shells also carry [`ROLE_VAR`]` = worker`
-//!   ([`mark_worker_shells`]). A worker that ends normally kills its processes itself, so
-//!   a worker's shell that outlives its owner is an orphan of a killed worker: every
-//!   `cmdr worker` sweeps its host for them at start-up and periodically
-//!   ([`reap_dead_workers`], [`sweep_dead_workers`]), and kills them.
+//! - **Workers and servers**: the shells of a `cmdr worker`, `cmdr serve` and `cmdr mcp`
+//!   also carry [`ROLE_VAR`]` = worker` ([`mark_worker_shells`]). Such a process kills its
+//!   processes itself whenever it ends normally, so a shell of theirs that outlives its
+//!   owner is an orphan of one that was killed: every `cmdr worker` sweeps its host for
+//!   them at start-up and periodically, and every server at start-up
+//!   ([`reap_dead_workers`], [`sweep_dead_workers`]), and kills them (issue 32.10).
 //!
 //! Never touched: the processes of a live owner (its identity — boot, pid and start
 //! time — still matches a running process; a stopped or busy owner is alive), processes

@@ -190,6 +190,16 @@ impl AppState {
         llm: Option<Arc<dyn LlmClient>>,
     ) -> Result<Self, SetupError> {
         let inputs = PendingInputs::new();
+        // A server kills its processes whenever it ends normally, so its shells are marked
+        // like a worker's: once it is dead (SIGKILL, OOM), whatever of theirs still runs is
+        // an orphan, which the next server or worker on the host ends at its start-up.
+        match tokio::task::spawn_blocking(crate::orphans::reap_dead_workers).await {
+            Ok(killed) if !killed.is_empty() => {
+                tracing::warn!(?killed, "ended processes a killed cmdr left behind");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("sweeping for orphans: {e}"),
+        }
         let (registry, nats) = match &config.nats {
             None => (
                 local_builder(
@@ -199,6 +209,7 @@ impl AppState {
                     config.shell_env.clone(),
                 )
                 .max_concurrent(config.max_concurrent)
+                .worker_shells()
                 .build(),
                 None,
             ),
