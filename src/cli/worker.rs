@@ -30,6 +30,10 @@ pub struct WorkerArgs {
     /// Commands run at once by this worker.
     #[arg(long, short = 'j', default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub jobs: u32,
+    /// Core mode: commands of one producer run at once at most (default: jobs - 1, at
+    /// least 1), so one producer's commands cannot hold every job.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub jobs_per_producer: Option<u32>,
     /// Core mode: commands accepted and waiting for a free job at most; beyond, commands
     /// are answered busy and the producer tries again (maybe on another worker).
     #[arg(long, default_value_t = DEFAULT_MAX_QUEUED, value_name = "N")]
@@ -93,6 +97,7 @@ pub async fn run(args: WorkerArgs) -> u8 {
         worker_id,
         queue: args.queue,
         jobs: args.jobs as usize,
+        jobs_per_producer: args.jobs_per_producer.map(|n| n as usize),
         max_queued: args.max_queued,
         max_queued_bytes: args.max_queued_mib.saturating_mul(1024 * 1024),
         max_timeout: Duration::from_millis(args.max_timeout_ms),

@@ -179,3 +179,46 @@ async fn a_command_with_a_timeout_above_the_workers_cap_is_refused() {
     stop.cancel();
     task.await.unwrap().unwrap();
 }
+
+/// Issue 32.8: one producer's commands that never end hold at most its share of a
+/// worker's jobs (`jobs - 1` by default), so another producer's command still starts at
+/// once instead of waiting behind them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_producer_cannot_hold_every_job() {
+    let server = NatsServer::start();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let registry = cmdr::app::RegistryBuilder::new().build();
+    let options = cmdr::nats::worker::WorkerOptions {
+        jobs: 3,
+        shutdown_grace: std::time::Duration::from_millis(200),
+        ..Default::default()
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let until = stop.clone().cancelled_owned();
+    let task = tokio::spawn(cmdr::nats::worker::run(client, registry, options, until));
+    let probe = async_nats::connect(server.url()).await.unwrap();
+    server.wait_for_subscribers(&probe).await;
+    let flood = producer(&server).await.with_id("flood").unwrap();
+    let mut held = Vec::new();
+    for n in 0..6 {
+        let json = format!(
+            r#"{{"command_id":"forever-{n}","commandType":"BASH_EXEC","command":"sleep 100000"}}"#
+        );
+        let command = cmdr_executors::decode_command(&json).unwrap();
+        held.push(flood.submit(command).await.unwrap());
+    }
+    let other = producer(&server).await.with_id("other").unwrap();
+    let command = cmdr_executors::decode_command(
+        r#"{"command_id":"quick","commandType":"BASH_EXEC","command":"echo through"}"#,
+    )
+    .unwrap();
+    let results = tokio::time::timeout(PATIENCE, async {
+        collect(other.submit(command).await.unwrap()).await
+    })
+    .await
+    .expect("the other producer's command waited behind the flood");
+    assert_eq!(crate::data(&results), "through\n", "{results:?}");
+    drop(held);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}

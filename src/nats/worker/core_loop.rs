@@ -1,8 +1,9 @@
 //! The core-mode worker loop: a reader task answers every command it receives with
 //! [`Accepted`](crate::nats::wire::Accepted) — at once, or, when the producer asks for it,
 //! with the command's first result if that comes within `reply::REPLY_WAIT` — and queues
-//! it; the dispatcher runs queued commands `--jobs` at a time; shutdown answers commands
-//! not yet started with `SHUTTING_DOWN`.
+//! it; the dispatcher runs queued commands `--jobs` at a time, each producer's at most
+//! `--jobs-per-producer` at a time, producers taking turns ([`FairQueue`]); shutdown
+//! answers commands not yet started with `SHUTTING_DOWN`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -10,13 +11,14 @@ use std::sync::Arc;
 use async_nats::Client;
 use cmdr_executors::Registry;
 use futures_util::StreamExt;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
 use super::alive::Holding;
 use super::backlog::Backlog;
 use super::common::{acknowledge, decode, ids_of, listen_for_cancels, Decoded, Runner};
 use super::direct::Direct;
+use super::fair::FairQueue;
 use super::options::{WorkerError, WorkerOptions};
 use super::publish::Publisher;
 use super::reply::{wants_result, Deadlines, Reply};
@@ -78,12 +80,13 @@ pub(super) async fn run(
         backlog.clone(),
         deadlines,
     ));
+    let waiting = std::sync::Mutex::new(FairQueue::new(options.producer_share()));
     let dispatcher = dispatch(
         &mut queued,
         runner.clone(),
         options.jobs,
         &tracker,
-        &backlog,
+        (&backlog, &waiting),
     );
     tokio::select! {
         () = dispatcher => {}
@@ -95,8 +98,12 @@ pub(super) async fn run(
     queued.close();
     // Running commands get the grace; every process of this worker is stopped.
     registry.shutdown(options.shutdown_grace).await;
-    while let Some(queued) = queued.recv().await {
+    let left = lock(&waiting).drain();
+    for queued in left {
         // Accepted but never started: the registry refuses it now, and says so.
+        queued.run(&runner).await;
+    }
+    while let Some(queued) = queued.recv().await {
         queued.run(&runner).await;
     }
     tracker.close();
@@ -155,28 +162,51 @@ async fn accept(
     }
 }
 
-/// Runs queued commands, `jobs` at a time, until the queue closes.
+/// Runs queued commands, `jobs` at a time and each producer's within its share, until
+/// the queue closes; what has not started by then stays in `waiting`.
 async fn dispatch(
     queued: &mut mpsc::UnboundedReceiver<Queued>,
     runner: Runner,
     jobs: usize,
     tracker: &TaskTracker,
-    backlog: &Backlog,
+    (backlog, waiting): (&Backlog, &std::sync::Mutex<FairQueue<Queued>>),
 ) {
-    let slots = Arc::new(Semaphore::new(jobs.max(1)));
     // Shared, not cloned per command: a clone is a NATS client's and a registry's handles.
     let runner = Arc::new(runner);
-    while let Some(queued) = queued.recv().await {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        backlog.release(queued.size);
-        let runner = runner.clone();
-        // Boxed: the task is a pointer, not the ~5 KB future, which tokio would otherwise
-        // copy several times on spawn and again on completion (BASH_EXEC no-ops measured: BENCHMARKS.md, N2b).
-        tracker.spawn(Box::pin(async move {
-            queued.run(&runner).await;
-            drop(slot);
-        }));
+    let (ended_tx, mut ended) = mpsc::unbounded_channel::<String>();
+    let mut free = jobs.max(1);
+    loop {
+        while free > 0 {
+            let Some((producer, next)) = lock(waiting).next() else {
+                break;
+            };
+            free -= 1;
+            backlog.release(next.size);
+            let (runner, ended_tx) = (runner.clone(), ended_tx.clone());
+            // Boxed: the task is a pointer, not the ~5 KB future, which tokio would
+            // otherwise copy several times on spawn and again on completion (BASH_EXEC
+            // no-ops measured: BENCHMARKS.md, N2b).
+            tracker.spawn(Box::pin(async move {
+                next.run(&runner).await;
+                let _ = ended_tx.send(producer);
+            }));
+        }
+        tokio::select! {
+            item = queued.recv() => match item {
+                Some(item) => {
+                    let producer = subjects::unscoped(&item.scoped).map_or("", |(p, _)| p).to_owned();
+                    lock(waiting).push(&producer, item);
+                }
+                None => return,
+            },
+            Some(producer) = ended.recv() => {
+                free += 1;
+                lock(waiting).done(&producer);
+            }
+        }
     }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

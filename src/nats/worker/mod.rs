@@ -30,6 +30,7 @@ mod common;
 mod core_loop;
 mod direct;
 mod durable_loop;
+mod fair;
 pub mod input;
 mod options;
 mod publish;

@@ -31,6 +31,9 @@ pub struct WorkerOptions {
     pub queue: String,
     /// Commands run at once.
     pub jobs: usize,
+    /// Core mode: commands of one producer run at once at most (`None`: `jobs - 1`, at
+    /// least 1), so one producer cannot hold every job.
+    pub jobs_per_producer: Option<usize>,
     /// Core mode: commands accepted and waiting for a free job at most; beyond, a command
     /// is answered `busy` (the producer tries again, maybe on another worker).
     pub max_queued: usize,
@@ -50,6 +53,7 @@ impl Default for WorkerOptions {
             worker_id: random_worker_id(),
             queue: subjects::DEFAULT_QUEUE.to_owned(),
             jobs: 16,
+            jobs_per_producer: None,
             max_queued: DEFAULT_MAX_QUEUED,
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
             max_timeout: super::timeout_cap::DEFAULT_MAX_TIMEOUT,
@@ -60,6 +64,13 @@ impl Default for WorkerOptions {
 }
 
 impl WorkerOptions {
+    /// The jobs one producer may hold at once (see [`WorkerOptions::jobs_per_producer`]).
+    pub fn producer_share(&self) -> usize {
+        self.jobs_per_producer
+            .unwrap_or(self.jobs.saturating_sub(1))
+            .clamp(1, self.jobs.max(1))
+    }
+
     /// The `RegistryConfig::process_id_prefix` of this worker's registry: `<worker_id>-`.
     pub fn process_id_prefix(&self) -> String {
         subjects::process_id_prefix(&self.worker_id)
