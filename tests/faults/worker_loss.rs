@@ -44,7 +44,8 @@ async fn a_producer_whose_worker_is_sigkilled_gets_worker_lost() {
 async fn running_and_queued_commands_of_a_killed_worker_each_end_once() {
     let server = NatsServer::start();
     let orphans = Orphans::new();
-    let mut worker = WorkerProcess::start_with(&server, &["--jobs", "2"]).await;
+    let mut worker =
+        WorkerProcess::start_with(&server, &["--jobs", "2", "--jobs-per-producer", "2"]).await;
     let producer = producer(&server).await;
     let mut streams = Vec::new();
     for i in 0..5 {
