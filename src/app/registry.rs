@@ -41,6 +41,12 @@ impl RegistryBuilder {
         self
     }
 
+    /// How long a shell session may stay unused before it is ended (`--session-idle-secs`).
+    pub fn session_idle(mut self, idle: Duration) -> Self {
+        self.config.processes.session_idle = idle;
+        self
+    }
+
     /// The timeout of `BASH_EXEC` commands that give none.
     pub fn default_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.config.bash.default_timeout = timeout;

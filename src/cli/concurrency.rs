@@ -1,5 +1,6 @@
 //! `--max-concurrent`: how many commands of one type run at once before further ones are
-//! queued (and told so: docs/contract.md §3, "Queueing").
+//! queued (and told so: docs/contract.md §3, "Queueing"); `--session-idle-secs`: how long
+//! an unused shell session lives.
 
 use cmdr_executors::DEFAULT_MAX_CONCURRENT;
 
@@ -13,4 +14,20 @@ pub struct ConcurrencyArgs {
           default_value_t = DEFAULT_MAX_CONCURRENT,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65536))]
     pub max_concurrent: usize,
+    /// Seconds a shell session (`BASH_EXEC` with `session`) may stay unused before its
+    /// shell is ended and its place freed.
+    #[arg(long, env = "CMDR_SESSION_IDLE_SECS", value_name = "SECS",
+          default_value_t = DEFAULT_SESSION_IDLE_SECS,
+          value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600))]
+    pub session_idle_secs: u64,
+}
+
+/// Default of `--session-idle-secs`: 30 minutes.
+const DEFAULT_SESSION_IDLE_SECS: u64 = 30 * 60;
+
+impl ConcurrencyArgs {
+    /// `--session-idle-secs` as a duration.
+    pub fn session_idle(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.session_idle_secs)
+    }
 }

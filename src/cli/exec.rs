@@ -53,6 +53,7 @@ pub async fn run(args: ExecArgs) -> u8 {
         .input_broker(Arc::new(TtyInput::default()))
         .default_timeout(args.timeout_ms.map(Duration::from_millis))
         .max_concurrent(args.concurrency.max_concurrent)
+        .session_idle(args.concurrency.session_idle())
         .build();
     let options = RunOptions {
         combine: args.combine,

@@ -148,6 +148,7 @@ fn state_config(
         combined_limit: output.limit(),
         shell_env: confine.env.policy()?,
         max_concurrent: concurrency.max_concurrent,
+        session_idle: concurrency.session_idle(),
     })
 }
 

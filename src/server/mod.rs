@@ -79,6 +79,8 @@ pub struct StateConfig {
     /// Commands of one type running at once (`--max-concurrent`), in-process or in
     /// flight to the workers.
     pub max_concurrent: usize,
+    /// How long an unused shell session lives (`--session-idle-secs`).
+    pub session_idle: std::time::Duration,
 }
 
 /// What `GET /health` answers.
@@ -209,6 +211,7 @@ impl AppState {
                     config.shell_env.clone(),
                 )
                 .max_concurrent(config.max_concurrent)
+                .session_idle(config.session_idle)
                 .worker_shells()
                 .build(),
                 None,

@@ -270,6 +270,7 @@ async fn health_names_the_server_in_use() {
             combined_limit: cmdr_executors::DEFAULT_COMBINED_LIMIT,
             shell_env: Default::default(),
             max_concurrent: cmdr_executors::DEFAULT_MAX_CONCURRENT,
+            session_idle: std::time::Duration::from_secs(1800),
         },
         None,
     )

@@ -24,6 +24,7 @@ async fn a_server_state_with_nats_runs_commands_on_the_worker_pool() {
             combined_limit: cmdr_executors::DEFAULT_COMBINED_LIMIT,
             shell_env: Default::default(),
             max_concurrent: cmdr_executors::DEFAULT_MAX_CONCURRENT,
+            session_idle: std::time::Duration::from_secs(1800),
         },
         None,
     )

@@ -524,3 +524,49 @@ fn an_unusable_allow_root_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+/// `--session-idle-secs` ends a shell session unused that long: the session's next command
+/// runs in a new shell (a new pid), where without it the same shell goes on.
+#[test]
+fn session_idle_secs_ends_an_unused_session() {
+    let session = |id: &str| {
+        serde_json::json!({"command_id": id, "commandType": "BASH_EXEC", "session": "s",
+                           "command": "echo $$"})
+        .to_string()
+    };
+    let pause = serde_json::json!({"command_id": "pause", "commandType": "BASH_EXEC",
+                                   "command": "sleep 3"})
+    .to_string();
+    let input = format!("{}\n{pause}\n{}\n", session("first"), session("second"));
+    let pids = |extra: &[&str]| -> (String, String) {
+        let out = cmdr()
+            .args(["exec", "--combine"])
+            .args(extra)
+            .arg("-")
+            .write_stdin(input.clone())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let results: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let pid = |id: &str| {
+            results
+                .iter()
+                .find(|r| r["command_id"] == id)
+                .and_then(|r| r["resultData"].as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        (pid("first"), pid("second"))
+    };
+    let (first, second) = pids(&["--session-idle-secs", "1"]);
+    assert!(!first.is_empty() && !second.is_empty());
+    assert_ne!(first, second, "the idle session was not ended");
+    let (first, second) = pids(&[]);
+    assert_eq!(
+        first, second,
+        "the session ended without being idle for long"
+    );
+}
