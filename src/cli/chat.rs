@@ -427,14 +427,31 @@ impl Chat {
             // reach them with ?conversation=<id>); an unsaved chat keeps its own.
             self.session.scope = crate::scopes::conversation(id);
         }
-        let recorder: Box<dyn Recorder> = match (&self.store, &conversation) {
+        let stored = match (&self.store, &conversation) {
             (Some(store), Some(id)) => {
                 store.mark_run(id, true).await;
-                Box::new(store.recorder(id.clone()))
+                Some(store.recorder(id.clone()))
             }
-            _ => Box::new(NoRecorder),
+            _ => None,
         };
-        let (flow, outcome) = self.drive(message, recorder.as_ref()).await;
+        let recorder: &dyn Recorder = match &stored {
+            Some(recorder) => recorder,
+            None => &NoRecorder,
+        };
+        let (flow, outcome) = self.drive(message, recorder).await;
+        // A turn whose messages were not saved says so (its `done` is already shown).
+        let outcome = match (&stored, outcome) {
+            (Some(recorder), Some(outcome)) => {
+                let verdict = recorder.verdict(outcome);
+                if let RunOutcome::Failed { code, message } = &verdict {
+                    if code == cmdr_executors::ErrorCode::StoreError.as_str() {
+                        self.view.warn(&format!("error [{code}]: {message}"));
+                    }
+                }
+                Some(verdict)
+            }
+            (_, outcome) => outcome,
+        };
         if let (Some(store), Some(id)) = (&self.store, &conversation) {
             store.save_cwd(id, &self.session.cwd).await;
             store.mark_run(id, false).await;

@@ -103,3 +103,56 @@ async fn a_run_whose_turns_cannot_be_saved_does_not_say_completed() {
     assert!(message.contains("not saved"), "{message}");
     drop(serve);
 }
+
+/// `cmdr chat` on a full disk: a turn whose messages were not saved says so
+/// (`STORE_ERROR` on stderr) and the chat exits 1, instead of a quiet `completed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_turn_that_cannot_be_saved_says_so() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let tmpfs = SmallTmpfs::mount(&data);
+    let answer = "All done. ".repeat(20_000);
+    let llm = FakeLlm::start(vec![Reply::text("Hello."), Reply::text(&answer)]).await;
+    let mut chat = tokio::process::Command::new(env!("CARGO_BIN_EXE_cmdr"))
+        .arg("chat")
+        .arg("--db")
+        .arg(data.join("cmdr.db"))
+        .arg("--working-folder")
+        .arg(dir.path())
+        .env("CMDR_LLM_BASE_URL", llm.base_url())
+        .env("CMDR_LLM_MODEL", "fake-model")
+        .env_remove("CMDR_LLM_API_KEY")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = chat.stdin.take().unwrap();
+    let mut stdout = BufReader::new(chat.stdout.take().unwrap()).lines();
+    stdin.write_all(b"hello\n").await.unwrap();
+    tokio::time::timeout(crate::PATIENCE, async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            if line.contains("Hello.") {
+                return;
+            }
+        }
+        panic!("the chat ended before answering");
+    })
+    .await
+    .expect("the first answer");
+    // The conversation is saved; now the disk is full for the next turn.
+    tmpfs.fill();
+    stdin.write_all(b"more\n").await.unwrap();
+    drop(stdin);
+    tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+    let out = tokio::time::timeout(crate::PATIENCE, chat.wait_with_output())
+        .await
+        .expect("the chat ends at the end of its input")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("STORE_ERROR"), "{stderr}");
+    assert!(stderr.contains("not saved"), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+}
