@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use crate::{collect, producer, NatsServer, PATIENCE};
+use crate::{collect, producer, NatsServer, Worker, PATIENCE};
 
 /// Peak resident memory of process `pid`, in MiB.
 fn peak_rss_mib(pid: u32) -> u64 {
@@ -92,19 +92,12 @@ async fn a_flood_of_large_commands_keeps_a_worker_small() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_told_busy_try_again_and_every_command_runs() {
     let server = NatsServer::start();
-    let client = async_nats::connect(server.url()).await.unwrap();
-    let registry = cmdr::app::RegistryBuilder::new().build();
     let options = cmdr::nats::worker::WorkerOptions {
         jobs: 1,
         max_queued: 1,
-        shutdown_grace: std::time::Duration::from_millis(200),
         ..Default::default()
     };
-    let stop = tokio_util::sync::CancellationToken::new();
-    let until = stop.clone().cancelled_owned();
-    let task = tokio::spawn(cmdr::nats::worker::run(client, registry, options, until));
-    let probe = async_nats::connect(server.url()).await.unwrap();
-    server.wait_for_subscribers(&probe).await;
+    let worker = Worker::start_with(&server, None, options).await;
     let producer = producer(&server).await;
     let runs = (0..4).map(|n| {
         let producer = producer.clone();
@@ -127,8 +120,7 @@ async fn producers_told_busy_try_again_and_every_command_runs() {
         );
         assert!(crate::data(messages).contains(&format!("done-{n}")));
     }
-    stop.cancel();
-    task.await.unwrap().unwrap();
+    worker.stop().await;
 }
 
 /// Issue 32.8: a command asking for a longer `timeout_ms` than the worker's
@@ -137,19 +129,12 @@ async fn producers_told_busy_try_again_and_every_command_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_with_a_timeout_above_the_workers_cap_is_refused() {
     let server = NatsServer::start();
-    let client = async_nats::connect(server.url()).await.unwrap();
-    let registry = cmdr::app::RegistryBuilder::new().build();
     let options = cmdr::nats::worker::WorkerOptions {
         jobs: 1,
         max_timeout: std::time::Duration::from_secs(60),
-        shutdown_grace: std::time::Duration::from_millis(200),
         ..Default::default()
     };
-    let stop = tokio_util::sync::CancellationToken::new();
-    let until = stop.clone().cancelled_owned();
-    let task = tokio::spawn(cmdr::nats::worker::run(client, registry, options, until));
-    let probe = async_nats::connect(server.url()).await.unwrap();
-    server.wait_for_subscribers(&probe).await;
+    let worker = Worker::start_with(&server, None, options).await;
     let producer = producer(&server).await;
     let marker = tempfile::tempdir().unwrap();
     let ran = marker.path().join("ran");
@@ -176,8 +161,7 @@ async fn a_command_with_a_timeout_above_the_workers_cap_is_refused() {
     let command = cmdr_executors::decode_command(json).unwrap();
     let messages = collect(producer.submit(command).await.unwrap()).await;
     assert!(crate::data(&messages).contains("within"), "{messages:#?}");
-    stop.cancel();
-    task.await.unwrap().unwrap();
+    worker.stop().await;
 }
 
 /// Issue 32.8: one producer's commands that never end hold at most its share of a
@@ -186,18 +170,11 @@ async fn a_command_with_a_timeout_above_the_workers_cap_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flooding_producer_cannot_hold_every_job() {
     let server = NatsServer::start();
-    let client = async_nats::connect(server.url()).await.unwrap();
-    let registry = cmdr::app::RegistryBuilder::new().build();
     let options = cmdr::nats::worker::WorkerOptions {
         jobs: 3,
-        shutdown_grace: std::time::Duration::from_millis(200),
         ..Default::default()
     };
-    let stop = tokio_util::sync::CancellationToken::new();
-    let until = stop.clone().cancelled_owned();
-    let task = tokio::spawn(cmdr::nats::worker::run(client, registry, options, until));
-    let probe = async_nats::connect(server.url()).await.unwrap();
-    server.wait_for_subscribers(&probe).await;
+    let worker = Worker::start_with(&server, None, options).await;
     let flood = producer(&server).await.with_id("flood").unwrap();
     let mut held = Vec::new();
     for n in 0..6 {
@@ -219,6 +196,5 @@ async fn a_flooding_producer_cannot_hold_every_job() {
     .expect("the other producer's command waited behind the flood");
     assert_eq!(crate::data(&results), "through\n", "{results:?}");
     drop(held);
-    stop.cancel();
-    task.await.unwrap().unwrap();
+    worker.stop().await;
 }

@@ -45,11 +45,23 @@ impl Worker {
     /// Starts a worker; its shell commands start in `dir` (so results tell which worker
     /// ran them).
     pub async fn start(server: &NatsServer, dir: Option<&std::path::Path>) -> Self {
-        let client = async_nats::connect(server.url()).await.unwrap();
         let options = WorkerOptions {
             jobs: 8,
-            shutdown_grace: Duration::from_millis(200),
             ..WorkerOptions::default()
+        };
+        Self::start_with(server, dir, options).await
+    }
+
+    /// [`Worker::start`] with these `options` (its shutdown grace made short).
+    pub async fn start_with(
+        server: &NatsServer,
+        dir: Option<&std::path::Path>,
+        options: WorkerOptions,
+    ) -> Self {
+        let client = async_nats::connect(server.url()).await.unwrap();
+        let options = WorkerOptions {
+            shutdown_grace: Duration::from_millis(200),
+            ..options
         };
         let mut config = RegistryConfig {
             input_broker: Arc::new(NatsInput::new(client.clone())),

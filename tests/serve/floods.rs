@@ -23,10 +23,15 @@ fn open_fds(pid: u32) -> usize {
         .count()
 }
 
-fn rss_kib(pid: u32) -> u64 {
+/// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:`).
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
 }
 
 /// Sends `request` on a new connection and reads the whole answer (the server closes, or
@@ -193,12 +198,6 @@ async fn mcp_session_floods_are_capped_and_memory_stays_bounded() {
     assert_eq!(server.stop().await, 0);
 }
 
-fn hwm_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// Opens a request with a body of `length` bytes on `addr`, sends `sent` of them, and
 /// leaves it there (the body never completes). Write errors (the server refused the body
 /// and closed) end the sending early.
@@ -258,7 +257,7 @@ async fn slow_request_bodies_cannot_hold_memory() {
     .await
     .expect("/health answers during the flood");
     assert_eq!(health, 200);
-    let peak = hwm_kib(pid);
+    let peak = status_kib(pid, "VmHWM:");
     eprintln!(
         "slow bodies: 200 uploads of 3 MiB stalled; cmdr serve RSS {before} KiB before, \
          peak {peak} KiB"
