@@ -38,6 +38,18 @@ pub fn nats(producer: &str) -> Scope {
     })
 }
 
+/// A producer's client scope on a worker: `nats:<producer>.<client>` (the client's scope
+/// on the producer, [`crate::nats::wire::SCOPE_HEADER`]), or the producer's own scope
+/// ([`nats`]) when `client` is empty. A producer id holds no `.`, so no producer can name
+/// a scope of another's.
+pub fn nats_client(producer: &str, client: &str) -> Scope {
+    if client.is_empty() {
+        nats(producer)
+    } else {
+        Scope::new(format!("nats:{producer}.{client}"))
+    }
+}
+
 /// The scope of a chat whose conversation is not saved (`cmdr chat --ephemeral`, or a
 /// [`crate::agent::Session`] made without a conversation): `chat:<fresh uuid>`, a scope
 /// of its own that nothing else can address.
@@ -57,5 +69,14 @@ mod tests {
         }
         assert_ne!(nats("a"), nats("b"));
         assert_eq!(nats("a"), Scope::new("nats:a"));
+    }
+
+    /// A client's scope lies within its producer's and cannot be another producer's.
+    #[test]
+    fn a_client_scope_is_its_producers_alone() {
+        assert_eq!(nats_client("a", ""), nats("a"));
+        assert_eq!(nats_client("a", "mcp:1").as_str(), "nats:a.mcp:1");
+        assert_ne!(nats_client("a", "b"), nats("a.b"));
+        assert_ne!(nats_client("a", "x"), nats_client("b", "x"));
     }
 }

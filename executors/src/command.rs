@@ -178,6 +178,28 @@ impl Command {
         }
     }
 
+    /// Gives the command the deadline `deadline` when it asks for none (a worker's
+    /// `--max-timeout-ms`: no command holds a job for ever). A background start keeps no
+    /// deadline: its `timeout_ms` is its process's lifetime, and the start itself ends
+    /// with its `yield_ms` or readiness wait.
+    pub fn default_deadline(&mut self, deadline: Duration) {
+        let ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
+        let timeout_ms = match self {
+            Command::BashExec(c) if c.background && c.session.is_none() => return,
+            Command::BashExec(c) => &mut c.timeout_ms,
+            Command::RequestUserInput(c) => &mut c.timeout_ms,
+            Command::FileRead(c) => &mut c.timeout_ms,
+            Command::FileWrite(c) => &mut c.timeout_ms,
+            Command::PatchFile(c) => &mut c.timeout_ms,
+            Command::ListDirectory(c) => &mut c.timeout_ms,
+            Command::ProcessInput(c) => &mut c.timeout_ms,
+            Command::ProcessOutput(c) => &mut c.timeout_ms,
+            Command::ProcessKill(c) => &mut c.timeout_ms,
+            Command::ProcessList(c) => &mut c.timeout_ms,
+        };
+        timeout_ms.get_or_insert(ms);
+    }
+
     /// The deadline the command itself asks for (`timeout_ms`), if any. A background
     /// start's `timeout_ms` is its process's lifetime, not the start's deadline (the start
     /// is bounded by its `yield_ms` or readiness timeout).

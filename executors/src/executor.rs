@@ -31,6 +31,16 @@ pub trait Executor: Send + Sync + 'static {
     fn execute(&self, command: Command, ctx: ExecContext) -> ExecFuture<'_>;
 }
 
+/// Ends a scope's processes where they live, for a registry whose executors run them
+/// elsewhere (a NATS producer's registry: the processes live on the workers). Set with
+/// [`crate::Registry::set_scope_ender`]; [`crate::Registry::end_scope`] calls it after
+/// ending the scope's local processes.
+pub trait ScopeEnder: Send + Sync + 'static {
+    /// Ends `scope` wherever its processes run; resolves once they are gone (or the
+    /// ender gave up: it never fails the caller).
+    fn end_scope(&self, scope: Scope) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+}
+
 /// What the runtime gives an executor for one command.
 #[derive(Debug)]
 pub struct ExecContext {

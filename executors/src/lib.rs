@@ -107,7 +107,7 @@ pub use decode::{
 };
 pub use error::ExecError;
 pub use error_code::{ErrorClass, ErrorCode};
-pub use executor::{ExecContext, ExecFuture, Executor, FnExecutor, OutputSink};
+pub use executor::{ExecContext, ExecFuture, Executor, FnExecutor, OutputSink, ScopeEnder};
 pub use file_read::{FileRead, READ_CHUNK_SIZE};
 pub use file_write::FileWrite;
 pub use inflight::StopReason;

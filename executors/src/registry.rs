@@ -14,7 +14,7 @@ use crate::actor::{lazy_actor, ActorConfig, ActorHandle, Envelope, Runtime};
 use crate::bash_exec::{BashExec, BashExecConfig, Sandbox, SandboxStatus, TreeMechanism};
 use crate::confine::PathPolicy;
 use crate::decode::decode_command;
-use crate::executor::Executor;
+use crate::executor::{Executor, ScopeEnder};
 use crate::file_read::FileRead;
 use crate::file_write::FileWrite;
 use crate::inflight::{Claim, StopReason};
@@ -140,6 +140,8 @@ struct Inner {
     confinement: Confinement,
     /// The background processes (stopped at shutdown).
     processes: ProcessTable,
+    /// Ends scopes whose processes live elsewhere (see [`ScopeEnder`]).
+    scope_ender: std::sync::OnceLock<Arc<dyn ScopeEnder>>,
 }
 
 /// How a registry's default executors are confined.
@@ -387,8 +389,19 @@ impl Registry {
     /// [`SCOPE_END_GRACE`]), including those starting now, and returns once they are gone.
     /// Its exited processes are forgotten. Commands of the scope still running are not
     /// stopped (their front door owns them), and the scope may be used again.
+    /// A registry whose executors run elsewhere ends the scope there too (its
+    /// [`ScopeEnder`]).
     pub async fn end_scope(&self, scope: &Scope) {
         self.inner.processes.end_scope(scope, SCOPE_END_GRACE).await;
+        if let Some(ender) = self.inner.scope_ender.get() {
+            ender.end_scope(scope.clone()).await;
+        }
+    }
+
+    /// Sets who ends scopes whose processes live elsewhere (once; later calls are
+    /// ignored and return false).
+    pub fn set_scope_ender(&self, ender: Arc<dyn ScopeEnder>) -> bool {
+        self.inner.scope_ender.set(ender).is_ok()
     }
 
     /// Cancels the in-flight command `command_id`, wherever it runs. False when no such

@@ -42,7 +42,8 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = DEFAULT_MAX_QUEUED_BYTES / (1024 * 1024), value_name = "MIB")]
     pub max_queued_mib: usize,
     /// Commands whose `timeout_ms` is above this many ms are refused with INVALID_INPUT,
-    /// so commands that never end cannot hold this worker's jobs (default: one hour).
+    /// and those giving none get it as their deadline, so commands that never end cannot
+    /// hold this worker's jobs (default: one hour).
     #[arg(long, default_value_t = worker::DEFAULT_MAX_TIMEOUT.as_millis() as u64, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_timeout_ms: u64,
     /// On shutdown, seconds running commands may go on before they are cancelled.

@@ -26,6 +26,22 @@ pub const REPLY_RESULT: &str = "result";
 /// replica that missed it while the stream's leader died) and reads it from the leader.
 pub const RESULT_AFTER_HEADER: &str = "Cmdr-Result-After";
 
+/// A header naming the client scope a command runs in (docs/nats.md, "Scopes over the
+/// bus"): the front door's own scope on the producer (an MCP session, a conversation, the
+/// REST scope). The worker runs it in that scope *within the producer's*
+/// ([`crate::scopes::nats_client`]), so one producer's clients see and end only their own
+/// processes and sessions, and no producer can name another's. Absent or empty: the
+/// producer's own scope. On a discovery request (`cmdr.workers.<producer>`) it names the
+/// scope whose sessions are asked about.
+pub const SCOPE_HEADER: &str = "Cmdr-Scope";
+
+/// On a discovery request: every worker ends the scope named by [`SCOPE_HEADER`] (stops
+/// its processes and sessions) before it answers. Its value is [`END_SCOPE_YES`].
+pub const END_SCOPE_HEADER: &str = "Cmdr-End-Scope";
+
+/// The value of [`END_SCOPE_HEADER`].
+pub const END_SCOPE_YES: &str = "yes";
+
 /// A worker's reply to a command it received (core mode): the producer knows at once that
 /// a worker took it, or that none is listening. (Asked with [`REPLY_MEMBER`], the reply
 /// may instead be the command's terminal result.)

@@ -29,14 +29,21 @@ async fn durable_worker_with(
     server: &NatsServer,
     settings: DurableSettings,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let client = async_nats::connect(server.url()).await.unwrap();
-    let stop = CancellationToken::new();
-    let until = stop.clone();
     let options = WorkerOptions {
         durable: Some(settings),
         shutdown_grace: Duration::from_millis(200),
         ..WorkerOptions::default()
     };
+    durable_worker_options(server, options).await
+}
+
+async fn durable_worker_options(
+    server: &NatsServer,
+    options: WorkerOptions,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let stop = CancellationToken::new();
+    let until = stop.clone();
     let task = tokio::spawn(async move {
         worker::run(
             client,
@@ -499,4 +506,59 @@ async fn another_producers_message_id_cannot_swallow_a_command() {
     .expect("bob's command was swallowed: its stream never ended");
     assert_ok(&results);
     assert_eq!(data(&results), "bob\n");
+}
+
+/// Issue 32.8 in durable mode: a command asking for a longer `timeout_ms` than the
+/// worker's `--max-timeout-ms` is refused (`INVALID_INPUT`, never run), and one asking for
+/// none is stopped at the cap (`TIMEOUT`) instead of holding a job for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_worker_caps_every_commands_deadline() {
+    let server = NatsServer::start();
+    let options = WorkerOptions {
+        durable: Some(settings()),
+        shutdown_grace: Duration::from_millis(200),
+        max_timeout: Duration::from_millis(1500),
+        ..WorkerOptions::default()
+    };
+    let (_stop, _task) = durable_worker_options(&server, options).await;
+    let producer = durable_producer(&server).await;
+    let marker = tempfile::tempdir().unwrap();
+    let ran = marker.path().join("ran");
+    let json = format!(
+        r#"{{"command_id":"above-cap","commandType":"BASH_EXEC","timeout_ms":86400000,"command":"touch {}; sleep 100000"}}"#,
+        ran.display()
+    );
+    let messages = collect(
+        producer
+            .submit(decode_command(&json).unwrap())
+            .await
+            .unwrap(),
+    )
+    .await;
+    let end = terminal(&messages);
+    assert_eq!(end.status, ExecutionStatus::Failed, "{messages:#?}");
+    assert_eq!(
+        end.error_code.as_deref(),
+        Some("INVALID_INPUT"),
+        "{messages:#?}"
+    );
+    assert!(end.error.contains("--max-timeout-ms"), "{messages:#?}");
+    assert!(!ran.exists(), "the refused command ran");
+
+    let json = r#"{"command_id":"no-deadline","commandType":"BASH_EXEC","command":"echo started; sleep 100000"}"#;
+    let messages = tokio::time::timeout(PATIENCE, async {
+        collect(
+            producer
+                .submit(decode_command(json).unwrap())
+                .await
+                .unwrap(),
+        )
+        .await
+    })
+    .await
+    .expect("a command without a deadline held a durable job past the cap");
+    let end = terminal(&messages);
+    assert_eq!(end.status, ExecutionStatus::Failed, "{messages:#?}");
+    assert_eq!(end.error_code.as_deref(), Some("TIMEOUT"), "{messages:#?}");
+    assert!(data(&messages).contains("started"), "{messages:#?}");
 }

@@ -198,3 +198,33 @@ async fn a_flooding_producer_cannot_hold_every_job() {
     drop(held);
     worker.stop().await;
 }
+
+/// Issue 32.8: a command that asks for no deadline gets the worker's `max_timeout` as
+/// its deadline, so it cannot hold a job for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_without_a_timeout_ends_at_the_workers_cap() {
+    let server = NatsServer::start();
+    let options = cmdr::nats::worker::WorkerOptions {
+        jobs: 1,
+        max_timeout: std::time::Duration::from_millis(1500),
+        ..Default::default()
+    };
+    let worker = Worker::start_with(&server, None, options).await;
+    let producer = producer(&server).await;
+    let json = r#"{"command_id":"no-deadline","commandType":"BASH_EXEC","command":"echo started; sleep 100000"}"#;
+    let command = cmdr_executors::decode_command(json).unwrap();
+    let messages = tokio::time::timeout(PATIENCE, async {
+        collect(producer.submit(command).await.unwrap()).await
+    })
+    .await
+    .expect("a command without a deadline held the job past the cap");
+    let end = messages.last().unwrap();
+    assert_eq!(
+        end.status,
+        cmdr_executors::ExecutionStatus::Failed,
+        "{messages:#?}"
+    );
+    assert_eq!(end.error_code.as_deref(), Some("TIMEOUT"), "{messages:#?}");
+    assert!(crate::data(&messages).contains("started"), "{messages:#?}");
+    worker.stop().await;
+}

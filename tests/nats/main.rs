@@ -18,6 +18,7 @@ mod permissions;
 mod processes;
 mod remote;
 mod reply;
+mod scopes;
 mod serve;
 use cmdr_test_support::nats_server as server;
 

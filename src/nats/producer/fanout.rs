@@ -6,6 +6,7 @@
 //! until [`DISCOVERY_QUIET`] passes without a new one (after the first, which may take up to
 //! [`ACCEPT_TIMEOUT`](super::ACCEPT_TIMEOUT)); no subscriber at all is known at once.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::{Client, StatusCode};
@@ -13,22 +14,35 @@ use cmdr_executors::{Command, ExecutionStatus, OutputResult};
 use futures_util::StreamExt;
 
 use super::route::{Holds, Target};
-use super::{nats_error, rejected, Producer, ProducerError, ACCEPT_TIMEOUT};
+use super::{nats_error, rejected, scope_headers, Producer, ProducerError, ACCEPT_TIMEOUT};
 use crate::nats::subjects;
-use crate::nats::wire::WorkerInfo;
+use crate::nats::wire::{WorkerInfo, END_SCOPE_HEADER, END_SCOPE_YES};
 
 /// After the first answer, discovery ends once this passes without another one.
 pub const DISCOVERY_QUIET: Duration = Duration::from_millis(500);
 
-/// The workers on the bus (each once), as they answer `cmdr.workers.<producer>`.
+/// The workers on the bus (each once), as they answer `cmdr.workers.<producer>`, each
+/// naming the sessions of client scope `scope` it holds; with `end`, each first ends that
+/// scope there (its processes and sessions).
 pub(super) async fn discover(
     client: &Client,
     producer: &str,
+    scope: &str,
+    end: bool,
 ) -> Result<Vec<WorkerInfo>, ProducerError> {
     let inbox = client.new_inbox();
     let mut answers = client.subscribe(inbox.clone()).await.map_err(nats_error)?;
+    let mut headers = scope_headers(scope).unwrap_or_default();
+    if end {
+        headers.insert(END_SCOPE_HEADER, END_SCOPE_YES);
+    }
     client
-        .publish_with_reply(subjects::workers(producer), inbox, bytes::Bytes::new())
+        .publish_with_reply_and_headers(
+            subjects::workers(producer),
+            inbox,
+            headers,
+            bytes::Bytes::new(),
+        )
         .await
         .map_err(nats_error)?;
     client.flush().await.map_err(nats_error)?;
@@ -59,11 +73,12 @@ pub(super) async fn discover(
 }
 
 impl Producer {
-    /// `PROCESS_LIST` on every worker of `workers`, merged into one result for `id`.
+    /// `PROCESS_LIST` of client scope `scope` on every worker of `workers`, merged into
+    /// one result for `id`.
     pub(super) async fn list_everywhere(
         &self,
         command: &Command,
-        id: &str,
+        (id, scope): (&str, &Arc<str>),
         workers: Vec<WorkerInfo>,
     ) -> OutputResult {
         let parts = workers.into_iter().enumerate().map(|(n, info)| {
@@ -71,6 +86,7 @@ impl Producer {
             *part.command_id_mut() = format!("{id}-{n}");
             let target = Target {
                 worker: info.worker,
+                scope: scope.clone(),
                 holds: Holds::Part,
             };
             async move {

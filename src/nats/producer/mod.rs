@@ -51,7 +51,7 @@ use tokio::sync::mpsc;
 
 use crate::nats::durable::{ensure_ids, ensure_streams, hex, id_subject, DurableSettings};
 use crate::nats::subjects;
-use crate::nats::wire::{Accepted, InputAnswer, InputQuestion, REPLY_MEMBER};
+use crate::nats::wire::{Accepted, InputAnswer, InputQuestion, REPLY_MEMBER, SCOPE_HEADER};
 use demux::{Demux, Registration};
 use follow::{follow, Followed};
 use liveness::{Lost, Monitor, Watch};
@@ -155,8 +155,8 @@ struct Inner {
     /// Reply subjects of questions waiting for an answer, by command id.
     questions: Arc<DashMap<String, Subject>>,
     broker: Option<Arc<dyn InputBroker>>,
-    /// The worker each of this producer's sessions lives on, by name.
-    sessions: Arc<DashMap<String, String>>,
+    /// The worker each of this producer's sessions lives on, by client scope and name.
+    sessions: Arc<DashMap<(Arc<str>, String), String>>,
     /// Held while a session's worker is looked for.
     resolving: Arc<tokio::sync::Mutex<()>>,
     /// Routes the results and questions of every command in flight to its stream.
@@ -253,16 +253,36 @@ impl Producer {
     /// Publishes `command` (generating its id if empty) and streams its results. Commands
     /// about a process or session go to the worker holding it, `PROCESS_LIST` to every
     /// worker; the rest to the pool.
-    pub async fn submit(&self, mut command: Command) -> Result<RemoteStream, ProducerError> {
+    pub async fn submit(&self, command: Command) -> Result<RemoteStream, ProducerError> {
+        self.submit_in("", command).await
+    }
+
+    /// [`Producer::submit`] in client scope `scope` (docs/nats.md, "Scopes over the bus"):
+    /// on the workers it runs in that scope within this producer's, and sees only that
+    /// scope's processes and sessions (`""`: the producer's own scope).
+    pub async fn submit_in(
+        &self,
+        scope: &str,
+        mut command: Command,
+    ) -> Result<RemoteStream, ProducerError> {
         let id = command.ensure_command_id().to_owned();
         if !subjects::is_valid_id(&id) {
             return Err(ProducerError::InvalidId(id));
         }
-        match self.route(&command).await? {
-            Route::Pool => self.submit_to_pool(command, id).await,
+        let scope: Arc<str> = Arc::from(scope);
+        match self.route(&command, &scope).await? {
+            Route::Pool => self.submit_to_pool(command, id, &scope).await,
             Route::Worker(target) => self.submit_to_worker(command, target).await,
-            Route::Every => self.submit_everywhere(command, id).await,
+            Route::Every => self.submit_everywhere(command, id, scope).await,
         }
+    }
+
+    /// Ends client scope `scope` on every worker (its processes and sessions there), and
+    /// returns once they answered (or none is on the bus). Its sessions are forgotten.
+    pub async fn end_scope(&self, scope: &str) -> Result<(), ProducerError> {
+        self.inner.sessions.retain(|(s, _), _| &**s != scope);
+        fanout::discover(&self.inner.client, &self.inner.id, scope, true).await?;
+        Ok(())
     }
 
     /// Any worker: the queue group (core) or the work queue (durable).
@@ -270,6 +290,7 @@ impl Producer {
         &self,
         command: Command,
         id: String,
+        scope: &str,
     ) -> Result<RemoteStream, ProducerError> {
         let (results, inbox) = self.listen(&id).await?;
         let payload = serde_json::to_vec(&command).map_err(nats_error)?;
@@ -290,7 +311,7 @@ impl Producer {
                     None => scoped.clone(),
                 };
                 let ids = (scoped.as_str(), message_id.as_str());
-                Box::pin(publish_durably(js, subject, ids, payload)).await?;
+                Box::pin(publish_durably(js, subject, ids, scope, payload)).await?;
                 (None, None)
             }
             None => {
@@ -301,7 +322,9 @@ impl Producer {
                 } else {
                     payload
                 };
-                let taken = self.request_core(subject, payload, wants_result).await?;
+                let taken = self
+                    .request_core(subject, scope, payload, wants_result)
+                    .await?;
                 let ended = taken.ended();
                 let watch = match taken.worker {
                     Some(worker) if !ended => {
@@ -347,7 +370,10 @@ impl Producer {
             &self.inner.id,
             command.command_type().as_str(),
         );
-        match self.request_core(subject, payload, false).await {
+        match self
+            .request_core(subject, &target.scope, payload, false)
+            .await
+        {
             Ok(_) => {}
             Err(ProducerError::NoWorkers(_)) => {
                 self.forget(&target);
@@ -370,13 +396,14 @@ impl Producer {
         ))
     }
 
-    /// `PROCESS_LIST` on every live worker, merged into one result.
+    /// `PROCESS_LIST` of client scope `scope` on every live worker, merged into one result.
     async fn submit_everywhere(
         &self,
         command: Command,
         id: String,
+        scope: Arc<str>,
     ) -> Result<RemoteStream, ProducerError> {
-        let workers = fanout::discover(&self.inner.client, &self.inner.id).await?;
+        let workers = fanout::discover(&self.inner.client, &self.inner.id, &scope, false).await?;
         if workers.is_empty() {
             return Err(ProducerError::NoWorkers(subjects::workers(&self.inner.id)));
         }
@@ -384,7 +411,7 @@ impl Producer {
         let (producer, part, list_id) = (self.clone(), command.clone(), id.clone());
         tokio::spawn(async move {
             tokio::select! {
-                merged = producer.list_everywhere(&part, &list_id, workers) => {
+                merged = producer.list_everywhere(&part, (&list_id, &scope), workers) => {
                     let _ = tx.send(Ok(merged)).await;
                 }
                 () = tx.closed() => {}
@@ -459,17 +486,22 @@ impl Producer {
     async fn request_core(
         &self,
         subject: String,
+        scope: &str,
         payload: Vec<u8>,
         wants_result: bool,
     ) -> Result<Taken, ProducerError> {
+        let headers = scope_headers(scope);
         let payload = bytes::Bytes::from(payload);
         let deadline = tokio::time::Instant::now() + ACCEPT_TIMEOUT;
         let mut pause = BUSY_RETRY_FIRST;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let request = Request::new()
+            let mut request = Request::new()
                 .payload(payload.clone())
                 .timeout(Some(left.max(Duration::from_millis(1))));
+            if let Some(headers) = &headers {
+                request = request.headers(headers.clone());
+            }
             let accepted = match self
                 .inner
                 .client
@@ -658,13 +690,14 @@ async fn publish_durably(
     js: &jetstream::Context,
     subject: String,
     (id, message_id): (&str, &str),
+    scope: &str,
     payload: Vec<u8>,
 ) -> Result<(), ProducerError> {
     let payload = bytes::Bytes::from(payload);
     let deadline = tokio::time::Instant::now() + PUBLISH_PATIENCE;
     let mut pause = Duration::from_millis(50);
     loop {
-        let mut headers = async_nats::HeaderMap::new();
+        let mut headers = scope_headers(scope).unwrap_or_default();
         headers.insert(async_nats::header::NATS_MESSAGE_ID, message_id);
         let attempt = async {
             js.publish_with_headers(subject.clone(), headers, payload.clone())
@@ -688,6 +721,17 @@ async fn publish_durably(
             Err(e) => return Err(nats_error(e)),
         }
     }
+}
+
+/// The headers naming client scope `scope` ([`SCOPE_HEADER`]); none for the producer's
+/// own scope (`""`).
+fn scope_headers(scope: &str) -> Option<async_nats::HeaderMap> {
+    if scope.is_empty() {
+        return None;
+    }
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(SCOPE_HEADER, scope);
+    Some(headers)
 }
 
 async fn answer(client: &Client, reply: Subject, value: String) -> Result<(), ProducerError> {

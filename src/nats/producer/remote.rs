@@ -6,10 +6,15 @@
 //! HTTP and MCP run commands on the pool without knowing where they run. Cancelling the
 //! local command (or dropping its stream) cancels the remote one.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
 use cmdr_executors::ErrorCode;
 use cmdr_executors::{
     ActorConfig, Command, CommandType, ExecContext, ExecFuture, ExecutionStatus, Executor, Outcome,
-    OutputResult, ProcessStatus, Registry, DEFAULT_MAX_CONCURRENT, WAITING_ACTOR_LIMIT,
+    OutputResult, ProcessStatus, Registry, Scope, ScopeEnder, DEFAULT_MAX_CONCURRENT,
+    WAITING_ACTOR_LIMIT,
 };
 use futures_util::StreamExt;
 
@@ -50,14 +55,30 @@ impl RemoteExecutor {
             };
             registry.register_with(command_type, RemoteExecutor::new(producer.clone()), config);
         }
+        registry.set_scope_ender(Arc::new(RemoteScopes(producer)));
         registry
+    }
+}
+
+/// Ends a front door's scope on the workers too (an MCP session that ends, a conversation
+/// archived): its processes and sessions there live in the same client scope.
+struct RemoteScopes(Producer);
+
+impl ScopeEnder for RemoteScopes {
+    fn end_scope(&self, scope: Scope) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        let producer = self.0.clone();
+        Box::pin(async move {
+            if let Err(e) = producer.end_scope(scope.as_str()).await {
+                tracing::warn!(%scope, "ending a scope on the workers: {e}");
+            }
+        })
     }
 }
 
 impl Executor for RemoteExecutor {
     fn execute(&self, command: Command, ctx: ExecContext) -> ExecFuture<'_> {
         Box::pin(async move {
-            let mut remote = match self.producer.submit(command).await {
+            let mut remote = match self.producer.submit_in(ctx.scope.as_str(), command).await {
                 Ok(stream) => stream,
                 Err(e) => {
                     return Ok(Outcome::failed(

@@ -13,6 +13,8 @@
 //! A process id that names no worker goes to the pool, whose worker answers
 //! `PROCESS_NOT_FOUND`.
 
+use std::sync::Arc;
+
 use cmdr_executors::Command;
 
 use super::fanout::discover;
@@ -35,6 +37,8 @@ pub(super) enum Route {
 pub(super) struct Target {
     /// The worker's id.
     pub(super) worker: String,
+    /// The client scope the command runs in there (docs/nats.md, "Scopes over the bus").
+    pub(super) scope: Arc<str>,
     /// What the command is about there.
     pub(super) holds: Holds,
 }
@@ -67,8 +71,12 @@ impl Target {
 }
 
 impl Producer {
-    /// Where `command` goes.
-    pub(super) async fn route(&self, command: &Command) -> Result<Route, ProducerError> {
+    /// Where `command` of client scope `scope` goes.
+    pub(super) async fn route(
+        &self,
+        command: &Command,
+        scope: &Arc<str>,
+    ) -> Result<Route, ProducerError> {
         let process_id = match command {
             Command::ProcessInput(c) => &c.process_id,
             Command::ProcessOutput(c) => &c.process_id,
@@ -77,7 +85,8 @@ impl Producer {
             Command::BashExec(c) => {
                 return match &c.session {
                     Some(name) => Ok(Route::Worker(Target {
-                        worker: self.session_worker(name).await?,
+                        worker: self.session_worker(scope, name).await?,
+                        scope: scope.clone(),
                         holds: Holds::Session(name.clone()),
                     })),
                     None => Ok(Route::Pool),
@@ -88,41 +97,43 @@ impl Producer {
         Ok(match subjects::worker_of_process(process_id) {
             Some(worker) => Route::Worker(Target {
                 worker: worker.to_owned(),
+                scope: scope.clone(),
                 holds: Holds::Process(process_id.clone()),
             }),
             None => Route::Pool,
         })
     }
 
-    /// The worker session `name` of this producer lives on: the one pinned, else the one
-    /// discovery finds holding it, else a live worker picked at random (then pinned).
-    async fn session_worker(&self, name: &str) -> Result<String, ProducerError> {
-        if let Some(worker) = self.inner.sessions.get(name) {
+    /// The worker session `name` of client scope `scope` lives on: the one pinned, else
+    /// the one discovery finds holding it, else a live worker picked at random (then
+    /// pinned).
+    async fn session_worker(&self, scope: &Arc<str>, name: &str) -> Result<String, ProducerError> {
+        let key = (scope.clone(), name.to_owned());
+        if let Some(worker) = self.inner.sessions.get(&key) {
             return Ok(worker.clone());
         }
         // One resolution at a time, so two first commands of a session meet on one worker.
         let _resolving = self.inner.resolving.lock().await;
-        if let Some(worker) = self.inner.sessions.get(name) {
+        if let Some(worker) = self.inner.sessions.get(&key) {
             return Ok(worker.clone());
         }
-        let workers = discover(&self.inner.client, &self.inner.id).await?;
+        let workers = discover(&self.inner.client, &self.inner.id, scope, false).await?;
         let holder = workers
             .iter()
             .find(|w| w.sessions.iter().any(|s| s == name))
             .or_else(|| pick(&workers))
             .ok_or_else(|| ProducerError::NoWorkers(subjects::workers(&self.inner.id)))?;
-        self.inner
-            .sessions
-            .insert(name.to_owned(), holder.worker.clone());
+        self.inner.sessions.insert(key, holder.worker.clone());
         Ok(holder.worker.clone())
     }
 
     /// Forgets where `target`'s session was (its worker is gone).
     pub(super) fn forget(&self, target: &Target) {
         if let Holds::Session(name) = &target.holds {
+            let key = (target.scope.clone(), name.clone());
             self.inner
                 .sessions
-                .remove_if(name, |_, worker| *worker == target.worker);
+                .remove_if(&key, |_, worker| *worker == target.worker);
         }
     }
 }

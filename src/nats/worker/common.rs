@@ -1,7 +1,7 @@
 //! What both worker loops do with one command: decode it (answering an undecodable one),
 //! start it through the registry, and cancel it when asked on the bus.
 
-use async_nats::{Client, Message};
+use async_nats::{Client, HeaderMap, Message};
 use cmdr_executors::{
     decode_command_slice, peek_command_id, Command, OutputResult, Registry, ResultStream, Scope,
     SubmitError,
@@ -12,7 +12,7 @@ use super::alive::Holding;
 use super::publish::Publisher;
 use super::reply::Reply;
 use crate::nats::subjects;
-use crate::nats::wire::Accepted;
+use crate::nats::wire::{Accepted, SCOPE_HEADER};
 
 /// What a worker needs to run one command message.
 #[derive(Clone)]
@@ -20,7 +20,8 @@ pub(super) struct Runner {
     pub(super) registry: Registry,
     pub(super) publisher: Publisher,
     pub(super) holding: Holding,
-    /// Commands asking for a longer `timeout_ms` are refused (`--max-timeout-ms`).
+    /// Commands asking for a longer `timeout_ms` are refused, and those asking for none
+    /// get it as their deadline (`--max-timeout-ms`).
     pub(super) max_timeout: std::time::Duration,
 }
 
@@ -29,14 +30,14 @@ impl Runner {
     /// With a deferred `reply` (`reply`), the first result goes there if it is still
     /// untaken; else it is answered [`Accepted`] once the command is over.
     pub(super) async fn run(&self, message: &Message, scoped: &str, reply: Option<&Reply>) {
-        let decoded = decode(&message.subject, &message.payload);
+        let decoded = decode(&message.subject, message.headers.as_ref(), &message.payload);
         self.run_decoded(decoded, scoped, reply).await;
     }
 
     /// [`Runner::run`] of a command already decoded (by the reader that received it).
     pub(super) async fn run_decoded(&self, decoded: Decoded, scoped: &str, reply: Option<&Reply>) {
-        if let Some((scope, command)) = answer_undecodable(decoded, &self.publisher).await {
-            let stream = match super::timeout_cap::refusal(&command, self.max_timeout) {
+        if let Some((scope, mut command)) = answer_undecodable(decoded, &self.publisher).await {
+            let stream = match super::timeout_cap::admit(&mut command, self.max_timeout) {
                 Some(refused) => ResultStream::from_result(refused),
                 None => start(&self.registry, scope, command).await,
             };
@@ -102,10 +103,12 @@ impl Decoded {
 /// Decodes a command received on `subject` (`cmdr.commands.<producer>.<type>`, or a
 /// worker's own `cmdr.worker.<worker>.commands.<producer>.<type>`) and gives
 /// it its scoped id (`<producer>.<command_id>`), with the scope it runs in: its
-/// producer's (`nats:<producer>`, see [`crate::scopes::nats`]), so a producer sees only
-/// its own processes and sessions. An undecodable command is to be answered on its
-/// results subject when an id can be read (else it is logged and dropped).
-pub(super) fn decode(subject: &str, payload: &[u8]) -> Decoded {
+/// producer's (`nats:<producer>`, see [`crate::scopes::nats`]), or the client scope its
+/// [`SCOPE_HEADER`] names within the producer's ([`crate::scopes::nats_client`]), so a
+/// producer — and each of its clients — sees only its own processes and sessions. An
+/// undecodable command is to be answered on its results subject when an id can be read
+/// (else it is logged and dropped).
+pub(super) fn decode(subject: &str, headers: Option<&HeaderMap>, payload: &[u8]) -> Decoded {
     let Some(producer) = subjects::producer_of(subject) else {
         tracing::warn!(%subject, "dropped a command on a subject that names no producer");
         return Decoded::Dropped;
@@ -131,7 +134,17 @@ pub(super) fn decode(subject: &str, payload: &[u8]) -> Decoded {
     }
     let scoped = subjects::scoped(producer, command.command_id());
     *command.command_id_mut() = scoped;
-    Decoded::Run(crate::scopes::nats(producer), command)
+    Decoded::Run(
+        crate::scopes::nats_client(producer, client_scope(headers)),
+        command,
+    )
+}
+
+/// The client scope a message's [`SCOPE_HEADER`] names (`""`: none).
+pub(super) fn client_scope(headers: Option<&HeaderMap>) -> &str {
+    headers
+        .and_then(|h| h.get(SCOPE_HEADER))
+        .map_or("", |value| value.as_str())
 }
 
 /// Publishes the answer of an undecodable command; the command to run, if it decoded.
@@ -151,11 +164,11 @@ async fn answer_undecodable(decoded: Decoded, publisher: &Publisher) -> Option<(
 /// [`decode`], answering an undecodable command at once; `None` when there is nothing
 /// to run.
 pub(super) async fn decode_or_answer(
-    subject: &str,
-    payload: &[u8],
+    message: &async_nats::Message,
     publisher: &Publisher,
 ) -> Option<(Scope, Command)> {
-    answer_undecodable(decode(subject, payload), publisher).await
+    let decoded = decode(&message.subject, message.headers.as_ref(), &message.payload);
+    answer_undecodable(decoded, publisher).await
 }
 
 /// The id of the command in `payload` received on `subject`, and its scoped id, as far as

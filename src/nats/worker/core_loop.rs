@@ -138,7 +138,7 @@ async fn accept(
             acknowledge(&client, &message, id, holding.worker_id(), true).await;
             continue;
         }
-        let decoded = decode(&message.subject, &message.payload);
+        let decoded = decode(&message.subject, message.headers.as_ref(), &message.payload);
         let (id, scoped) = decoded
             .ids()
             .unwrap_or_else(|| ids_of(&message.subject, &message.payload));

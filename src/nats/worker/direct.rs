@@ -18,10 +18,10 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
-use super::common::{acknowledge, ids_of, Runner};
+use super::common::{acknowledge, client_scope, ids_of, Runner};
 use super::options::WorkerError;
 use crate::nats::subjects;
-use crate::nats::wire::WorkerInfo;
+use crate::nats::wire::{WorkerInfo, END_SCOPE_HEADER, END_SCOPE_YES};
 
 /// How long the start-up check waits for another worker with the same id to answer.
 const ID_CHECK_WAIT: Duration = Duration::from_secs(1);
@@ -156,8 +156,11 @@ async fn serve_commands(
 }
 
 /// Answers every `cmdr.workers.<producer>` request with this worker's id and the
-/// sessions it holds for that producer (only that producer's).
+/// sessions it holds for that producer in the client scope the request names
+/// ([`crate::nats::wire::SCOPE_HEADER`]; only that scope's). A request marked [`END_SCOPE_HEADER`] first ends
+/// that scope here (its processes and sessions), so the answer means "gone".
 async fn answer_discovery(mut requests: Subscriber, client: Client, runner: Runner) {
+    let ending = Arc::new(Semaphore::new(ENDING_AT_ONCE));
     while let Some(request) = requests.next().await {
         let (Some(reply), Some(producer)) = (
             request.reply.clone(),
@@ -165,21 +168,55 @@ async fn answer_discovery(mut requests: Subscriber, client: Client, runner: Runn
         ) else {
             continue;
         };
-        let info = WorkerInfo {
-            worker: runner.holding.worker_id().to_owned(),
-            sessions: sessions(&runner, producer),
+        let headers = request.headers.as_ref();
+        let scope = crate::scopes::nats_client(producer, client_scope(headers));
+        let ends = headers
+            .and_then(|h| h.get(END_SCOPE_HEADER))
+            .is_some_and(|v| v.as_str() == END_SCOPE_YES);
+        if !ends {
+            answer(&client, reply, &info_of(&runner, &scope)).await;
+            continue;
+        }
+        // Ending a scope waits for its processes to go: other requests need not wait, but
+        // at most `ENDING_AT_ONCE` ends run aside (past that, this one is waited for).
+        let end = {
+            let (client, runner) = (client.clone(), runner.clone());
+            async move {
+                tracing::debug!(%scope, "ending a scope over the bus");
+                runner.registry.end_scope(&scope).await;
+                answer(&client, reply, &info_of(&runner, &scope)).await;
+            }
         };
-        answer(&client, reply, &info).await;
+        match ending.clone().try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(async move {
+                    end.await;
+                    drop(permit);
+                });
+            }
+            Err(_) => end.await,
+        }
     }
 }
 
-/// The names of the live sessions `producer` has on this worker (in its scope,
-/// `nats:<producer>`; another producer's are not even named).
-fn sessions(runner: &Runner, producer: &str) -> Vec<String> {
+/// Scope ends a worker runs aside from its discovery answers at once.
+const ENDING_AT_ONCE: usize = 16;
+
+/// This worker's discovery answer for `scope`.
+fn info_of(runner: &Runner, scope: &cmdr_executors::Scope) -> WorkerInfo {
+    WorkerInfo {
+        worker: runner.holding.worker_id().to_owned(),
+        sessions: sessions(runner, scope),
+    }
+}
+
+/// The names of the live sessions of `scope` on this worker (another scope's are not
+/// even named).
+fn sessions(runner: &Runner, scope: &cmdr_executors::Scope) -> Vec<String> {
     runner
         .registry
         .processes()
-        .list(&crate::scopes::nats(producer))
+        .list(scope)
         .iter()
         .filter(|p| p.state() == cmdr_executors::ProcessState::Running)
         .filter_map(|p| p.session().map(str::to_owned))

@@ -27,6 +27,7 @@ use super::common::{decode_or_answer, listen_for_cancels, start, Runner};
 use super::direct::Direct;
 use super::options::{WorkerError, WorkerOptions};
 use super::publish::{Published, Publisher};
+use super::timeout_cap::admit;
 use crate::nats::durable::{ensure_consumer, ensure_streams, DurableSettings};
 use crate::nats::subjects;
 
@@ -80,9 +81,16 @@ pub(super) async fn run(
         };
         let (registry, publisher, settings) =
             (registry.clone(), publisher.clone(), settings.clone());
+        let max_timeout = options.max_timeout;
         // Boxed, like the core loop's tasks: spawned as a pointer, not a large future.
         tracker.spawn(Box::pin(async move {
-            run_one(message, &registry, &publisher, &settings).await;
+            let worker = Worker {
+                registry: &registry,
+                publisher: &publisher,
+                settings: &settings,
+                max_timeout,
+            };
+            run_one(message, &worker).await;
             drop(slot);
         }));
     }
@@ -121,15 +129,20 @@ async fn pull_one(consumer: &PullConsumer) -> jetstream::Message {
     }
 }
 
+/// What running one delivered command needs.
+struct Worker<'a> {
+    registry: &'a Registry,
+    publisher: &'a Publisher,
+    settings: &'a DurableSettings,
+    /// `--max-timeout-ms`: a longer `timeout_ms` is refused, none gets it as its deadline.
+    max_timeout: Duration,
+}
+
 /// Runs one delivered command and settles its message.
-async fn run_one(
-    message: jetstream::Message,
-    registry: &Registry,
-    publisher: &Publisher,
-    settings: &DurableSettings,
-) {
+async fn run_one(message: jetstream::Message, worker: &Worker<'_>) {
+    let (publisher, settings) = (worker.publisher, worker.settings);
     let heartbeat = tokio::spawn(keep_alive(message.clone(), settings.ack_wait / 3));
-    let outcome = run_delivery(&message, registry, publisher, settings).await;
+    let outcome = run_delivery(&message, worker).await;
     heartbeat.abort();
     let sequence = message.info().map(|i| i.stream_sequence).unwrap_or(0);
     if outcome == Published::Redeliver {
@@ -144,15 +157,9 @@ async fn run_one(
     }
 }
 
-async fn run_delivery(
-    message: &jetstream::Message,
-    registry: &Registry,
-    publisher: &Publisher,
-    settings: &DurableSettings,
-) -> Published {
-    let Some((scope, command)) =
-        decode_or_answer(&message.subject, &message.payload, publisher).await
-    else {
+async fn run_delivery(message: &jetstream::Message, worker: &Worker<'_>) -> Published {
+    let (registry, publisher, settings) = (worker.registry, worker.publisher, worker.settings);
+    let Some((scope, mut command)) = decode_or_answer(message, publisher).await else {
         return Published::Complete;
     };
     let info = message.info().ok();
@@ -174,9 +181,11 @@ async fn run_delivery(
             tracing::warn!("announcing a redelivery: {e}");
         }
     }
-    let outcome = publisher
-        .publish_all(start(registry, scope, command).await)
-        .await;
+    let stream = match admit(&mut command, worker.max_timeout) {
+        Some(refused) => ResultStream::from_result(refused),
+        None => start(registry, scope, command).await,
+    };
+    let outcome = publisher.publish_all(stream).await;
     tracing::debug!(command_id = %id, sequence, ?outcome, "durable command ran");
     outcome
 }

@@ -1,6 +1,6 @@
 //! A worker's cap on a command's `timeout_ms` (issue 32.8): a command asking for more is
-//! refused with `INVALID_INPUT`, so one producer cannot hold a job for ever with commands
-//! that never end.
+//! refused with `INVALID_INPUT`, and one asking for none gets the cap as its deadline, so
+//! one producer cannot hold a job for ever with commands that never end.
 
 use std::time::Duration;
 
@@ -10,9 +10,12 @@ use cmdr_executors::{Command, ErrorCode, ExecutionStatus, OutputResult};
 pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
 /// The `FAILED` answer of `command` when its `timeout_ms` is above `cap`; `None` when it
-/// may run.
-pub(super) fn refusal(command: &Command, cap: Duration) -> Option<OutputResult> {
-    let asked = command.requested_timeout()?;
+/// may run, with `cap` as its deadline if it asked for none.
+pub(super) fn admit(command: &mut Command, cap: Duration) -> Option<OutputResult> {
+    let Some(asked) = command.requested_timeout() else {
+        command.default_deadline(cap);
+        return None;
+    };
     if asked <= cap {
         return None;
     }
