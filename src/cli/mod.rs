@@ -111,18 +111,23 @@ async fn connect(
     Ok(connect.connect().await?)
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is called, not
+/// when the future is first polled: a signal that arrives while the caller starts
+/// serving (before it polls this) is caught, never the default action that kills cmdr.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
+    let handlers = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+    );
+    async move {
+        let (Ok(mut int), Ok(mut term)) = handlers else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }
 

@@ -313,11 +313,14 @@ pub async fn run_mcp(args: McpArgs) -> u8 {
         }
     };
     confine::report("cmdr mcp", state.registry.confinement());
+    // Caught from here on: a SIGTERM while the first requests are answered ends cmdr
+    // cleanly, not by the signal's default action.
+    let signalled = shutdown_signal();
     let serving = crate::mcp::serve_stdio(state.clone());
     tokio::pin!(serving);
     let served = tokio::select! {
         served = &mut serving => served,
-        () = shutdown_signal() => {
+        () = signalled => {
             // Stop running calls, then let serve_stdio persist them before exiting.
             state.shutdown.cancel();
             serving.await

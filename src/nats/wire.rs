@@ -3,18 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-/// How a command request (core mode) begins when its producer takes the command's
+/// A header on a command request (core mode) by which its producer takes the command's
 /// **terminal result** as the reply (an `OutputResult`, told from an [`Accepted`] by its
-/// `status`), which a worker sends instead of [`Accepted`] when the command ends soon with
-/// that one result: the command's JSON object with this member first, byte for byte (the
-/// producer writes it so; a worker compares the payload's first bytes and parses nothing
-/// more). Workers that predate it ignore the member, as any unknown field, and answer
-/// [`Accepted`]; producers that predate the reply carrying results send neither it nor
-/// [`REPLY_HEADER`] and get [`Accepted`].
-pub const REPLY_MEMBER: &str = r#"{"cmdrReply":"result","#;
-
-/// The older form of [`REPLY_MEMBER`]: a request header, sent by producers before it (a
-/// header costs both sides a parsed map per command). Workers still honour it.
+/// `status`): a worker sends it instead of [`Accepted`] when the command ends soon with
+/// that one result. Its value is [`REPLY_RESULT`]. Without it (a producer in another
+/// language, a plain request), the reply is [`Accepted`].
 pub const REPLY_HEADER: &str = "Cmdr-Reply";
 
 /// The value of [`REPLY_HEADER`].
@@ -43,7 +36,7 @@ pub const END_SCOPE_HEADER: &str = "Cmdr-End-Scope";
 pub const END_SCOPE_YES: &str = "yes";
 
 /// A worker's reply to a command it received (core mode): the producer knows at once that
-/// a worker took it, or that none is listening. (Asked with [`REPLY_MEMBER`], the reply
+/// a worker took it, or that none is listening. (Asked with [`REPLY_HEADER`], the reply
 /// may instead be the command's terminal result.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Accepted {

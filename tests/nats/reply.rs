@@ -1,28 +1,18 @@
 //! The reply to a command request: the command's terminal result when the producer takes
-//! it (the request begins with `wire::REPLY_MEMBER`, or, from older producers, carries
-//! `Cmdr-Reply: result`) and it comes soon, else `Accepted`; producers and workers of
-//! every version work together in one pool.
+//! it (the request carries `Cmdr-Reply: result`, `wire::REPLY_HEADER`) and it comes soon,
+//! else `Accepted`; a plain request (a producer in another language) gets `Accepted`.
 
 use async_nats::{HeaderMap, Request};
-use cmdr::nats::wire::{Accepted, REPLY_HEADER, REPLY_MEMBER, REPLY_RESULT};
+use cmdr::nats::wire::{Accepted, REPLY_HEADER, REPLY_RESULT};
 use cmdr_executors::{ExecutionStatus, OutputResult};
 use futures_util::StreamExt;
 use serde_json::json;
 
 use super::{collect, data, producer, terminal, terminal_on, NatsServer, Worker, PATIENCE};
 
-/// A request taking the terminal result as the reply, as producers ask: `body` (a JSON
-/// object) with [`REPLY_MEMBER`] first.
+/// A request taking the terminal result as the reply, as producers ask: with the header
+/// `Cmdr-Reply: result`.
 fn asking_for_result(body: String) -> Request {
-    let rest = body.strip_prefix('{').expect("a JSON object");
-    Request::new()
-        .payload(format!("{REPLY_MEMBER}{rest}").into())
-        .timeout(Some(PATIENCE))
-}
-
-/// A request taking the terminal result as the reply, as producers asked before
-/// [`REPLY_MEMBER`]: with the header `Cmdr-Reply: result`.
-fn asking_by_header(body: String) -> Request {
     let mut headers = HeaderMap::new();
     headers.insert(REPLY_HEADER, REPLY_RESULT);
     Request::new()
@@ -74,30 +64,24 @@ impl Pool {
 }
 
 /// A worker replying with results carries each command's terminal once: in the reply or
-/// on the results subject, never both — asked by the request's first member or, as older
-/// producers ask, by its header.
+/// on the results subject, never both.
 #[tokio::test]
 async fn a_worker_replies_with_the_terminal_once() {
     let mut pool = Pool::listening_on("cmdr.results.raw.*").await;
     let dir = tempfile::tempdir().unwrap();
-    let mut in_reply = [0; 2];
+    let mut in_reply = 0;
     for n in 0..40 {
         let body =
             json!({"command_id":format!("r-{n}"),"commandType":"LIST_DIRECTORY","path":dir.path()})
                 .to_string();
-        let by_header = n % 2;
-        let request = if by_header == 1 {
-            asking_by_header(body)
-        } else {
-            asking_for_result(body)
-        };
+        let request = asking_for_result(body);
         let reply = pool
             .client
             .send_request("cmdr.commands.raw.LIST_DIRECTORY", request)
             .await
             .unwrap();
         if let Some(result) = result_in(&reply) {
-            in_reply[by_header] += 1;
+            in_reply += 1;
             assert_eq!(result.command_id, format!("r-{n}"));
             assert_eq!(result.status, ExecutionStatus::Succeeded, "{result:?}");
         } else {
@@ -107,14 +91,7 @@ async fn a_worker_replies_with_the_terminal_once() {
             assert_eq!(result.command_id, format!("r-{n}"));
         }
     }
-    assert!(
-        in_reply[0] > 0,
-        "no reply asked by its first member carried its result"
-    );
-    assert!(
-        in_reply[1] > 0,
-        "no reply asked by header carried its result"
-    );
+    assert!(in_reply > 0, "no reply carried its result");
     // A fence: a plain request, answered `Accepted`, its terminal on the
     // subject after everything the worker published before.
     let fence = json!({"command_id":"fence","commandType":"LIST_DIRECTORY","path":dir.path()});
@@ -179,35 +156,7 @@ async fn silent_commands_submitted_one_after_another_are_each_accepted_soon() {
     assert!(took < std::time::Duration::from_secs(2), "{took:?}");
 }
 
-/// The member asks only where producers write it, first: elsewhere in the object it is an
-/// unknown field like any other, and the request is answered `Accepted` — for a command
-/// whose first result is its terminal, which a reply asked for would carry.
-#[tokio::test]
-async fn the_member_asks_only_when_it_comes_first() {
-    let mut pool = Pool::listening_on("cmdr.results.raw.*").await;
-    let dir = tempfile::tempdir().unwrap();
-    for n in 0..5 {
-        let id = format!("late-{n}");
-        // Written out: `json!` sorts its keys, which would put the member first.
-        let path = serde_json::to_string(dir.path()).unwrap();
-        let body = format!(
-            r#"{{"command_id":"{id}","cmdrReply":"result","commandType":"LIST_DIRECTORY","path":{path}}}"#
-        );
-        let reply = pool
-            .client
-            .request("cmdr.commands.raw.LIST_DIRECTORY", body.into())
-            .await
-            .unwrap();
-        assert!(result_in(&reply).is_none(), "{:?}", reply.payload);
-        let accepted: Accepted = serde_json::from_slice(&reply.payload).unwrap();
-        assert_eq!(accepted.command_id, id);
-        let last = terminal_on(&mut pool.results).await;
-        assert_eq!(last.command_id, id);
-        assert_eq!(last.status, ExecutionStatus::Succeeded, "{last:?}");
-    }
-}
-
-/// A producer of before the reply could carry results (a plain request) still gets
+/// A plain request (a producer in another language, which need not know the header) gets
 /// `Accepted` at once.
 #[tokio::test]
 async fn a_plain_request_still_gets_accepted() {
@@ -225,65 +174,6 @@ async fn a_plain_request_still_gets_accepted() {
     assert!(accepted.worker.is_some());
     let last = terminal_on(&mut pool.results).await;
     assert_eq!(last.status, ExecutionStatus::Succeeded);
-}
-
-/// A worker of before the reply could carry results: decodes the command as plain JSON
-/// (the member is a field it does not know), answers `Accepted` (without its id, as the
-/// oldest did) and publishes every result on the results subject. Yields whether the
-/// request asked for the result.
-async fn old_worker(server: &NatsServer) -> tokio::task::JoinHandle<Option<bool>> {
-    let client = async_nats::connect(server.url()).await.unwrap();
-    let mut commands = client
-        .queue_subscribe("cmdr.commands.>", "cmdr-workers".to_owned())
-        .await
-        .unwrap();
-    client.flush().await.unwrap();
-    tokio::spawn(async move {
-        let message = commands.next().await?;
-        let asked = message.payload.starts_with(REPLY_MEMBER.as_bytes());
-        let command: serde_json::Value = serde_json::from_slice(&message.payload).ok()?;
-        let id = command["command_id"].as_str()?.to_owned();
-        let producer = message.subject.split('.').nth(2)?.to_owned();
-        let accepted = json!({"command_id": id});
-        client
-            .publish(message.reply?, accepted.to_string().into())
-            .await
-            .ok()?;
-        let subject = format!("cmdr.results.{producer}.{id}");
-        for (status, data) in [("RUNNING", "one "), ("SUCCEEDED", "two")] {
-            let result = json!({"command_id": id, "commandType": "BASH_EXEC", "status": status,
-                "message": "", "resultData": data});
-            client
-                .publish(subject.clone(), result.to_string().into())
-                .await
-                .ok()?;
-        }
-        client.flush().await.ok()?;
-        Some(asked)
-    })
-}
-
-/// A producer asking for the result in the reply takes an old worker's `Accepted` and
-/// reads the results from the results subject, in order.
-#[tokio::test]
-async fn a_producer_takes_an_old_workers_accepted() {
-    let server = NatsServer::start();
-    let worker = old_worker(&server).await;
-    let producer = producer(&server).await;
-    let command =
-        cmdr_executors::decode_command(r#"{"commandType":"BASH_EXEC","command":"x"}"#).unwrap();
-    let messages = collect(producer.submit(command).await.unwrap()).await;
-    assert_eq!(data(&messages), "one two");
-    assert_eq!(terminal(&messages).status, ExecutionStatus::Succeeded);
-    let asked = tokio::time::timeout(PATIENCE, worker)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        asked,
-        Some(true),
-        "the producer asks, by the request's first member"
-    );
 }
 
 /// Through a producer, a command whose output comes before and after `submit` returned

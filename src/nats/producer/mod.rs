@@ -5,8 +5,8 @@
 //! subscription for all its commands' results, one for their questions, made on first
 //! use) *before* publishing, so no early result is missed, then publishes the command as
 //! a request: a worker answers at once with `Accepted` — or, for a command that ends
-//! quickly, with its terminal result (asked for by the request's first member,
-//! `wire::REPLY_MEMBER`; docs/nats.md "The reply");
+//! quickly, with its terminal result (asked for by the request's header
+//! `Cmdr-Reply: result`, `wire::REPLY_HEADER`; docs/nats.md "The reply");
 //! no worker at all is `NO_WORKERS`. The returned
 //! [`RemoteStream`] yields the command's `OutputResult`s in order and ends after the
 //! terminal one. Questions from a `REQUEST_USER_INPUT` are answered by the producer's
@@ -51,7 +51,9 @@ use tokio::sync::mpsc;
 
 use crate::nats::durable::{ensure_ids, ensure_streams, hex, id_subject, DurableSettings};
 use crate::nats::subjects;
-use crate::nats::wire::{Accepted, InputAnswer, InputQuestion, REPLY_MEMBER, SCOPE_HEADER};
+use crate::nats::wire::{
+    Accepted, InputAnswer, InputQuestion, REPLY_HEADER, REPLY_RESULT, SCOPE_HEADER,
+};
 use demux::{Demux, Registration};
 use follow::{follow, Followed};
 use liveness::{Lost, Monitor, Watch};
@@ -317,11 +319,6 @@ impl Producer {
             None => {
                 // A question is asked before any terminal: no use waiting for one.
                 let wants_result = command.command_type() != CommandType::RequestUserInput;
-                let payload = if wants_result {
-                    asking_for_result(payload)
-                } else {
-                    payload
-                };
                 let taken = self
                     .request_core(subject, scope, payload, wants_result)
                     .await?;
@@ -479,8 +476,8 @@ impl Producer {
     }
 
     /// Core mode: publish as a request a worker acknowledges; the id of the worker that
-    /// took it, when it gives one, or — asked for with `wants_result` and given by
-    /// workers that know how — the command's terminal result. A worker that answers `busy`
+    /// took it, when it gives one, or — asked for with `wants_result` ([`REPLY_HEADER`]) —
+    /// the command's terminal result. A worker that answers `busy`
     /// did not take it: the request is sent again (the queue group may pick another
     /// worker) with a growing pause, until [`ACCEPT_TIMEOUT`] has passed.
     async fn request_core(
@@ -490,7 +487,12 @@ impl Producer {
         payload: Vec<u8>,
         wants_result: bool,
     ) -> Result<Taken, ProducerError> {
-        let headers = scope_headers(scope);
+        let mut headers = scope_headers(scope);
+        if wants_result {
+            headers
+                .get_or_insert_with(async_nats::HeaderMap::new)
+                .insert(REPLY_HEADER, REPLY_RESULT);
+        }
         let payload = bytes::Bytes::from(payload);
         let deadline = tokio::time::Instant::now() + ACCEPT_TIMEOUT;
         let mut pause = BUSY_RETRY_FIRST;
@@ -963,16 +965,6 @@ impl Taken {
     }
 }
 
-/// `payload`, one encoded command, as a request that takes its terminal result as the
-/// reply: [`REPLY_MEMBER`] in place of the object's opening brace (an object with no
-/// member at all, which no command is, is left as it is: the member's comma needs one).
-fn asking_for_result(mut payload: Vec<u8>) -> Vec<u8> {
-    if payload.first() == Some(&b'{') && payload.get(1) != Some(&b'}') {
-        payload.splice(..1, REPLY_MEMBER.bytes());
-    }
-    payload
-}
-
 /// One result message.
 fn parse(payload: &[u8]) -> Followed {
     serde_json::from_slice::<OutputResult>(payload).map_err(|e| format!("malformed result: {e}"))
@@ -993,35 +985,6 @@ impl Stream for SubmitStream {
         match self.get_mut() {
             SubmitStream::Remote(stream) => stream.poll_next_unpin(cx),
             SubmitStream::Failed(result) => Poll::Ready(result.take().map(|r| *r)),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A request asking for the result is the command's own JSON with the member first:
-    /// valid JSON, beginning with the member byte for byte, decoding to the same command
-    /// (what a worker of before the member does with it).
-    #[test]
-    fn a_request_asking_for_the_result_is_the_command_with_the_member_first() {
-        let commands = [
-            r#"{"commandType":"BASH_EXEC","command":"echo \"{\" ü","command_id":"a"}"#,
-            r#"{"commandType":"FILE_READ","file_path":"/tmp/x","command_id":"b"}"#,
-            r#"{"commandType":"PROCESS_LIST"}"#,
-        ];
-        for json in commands {
-            let command = decode_command(json).unwrap();
-            let plain = serde_json::to_vec(&command).unwrap();
-            let asking = asking_for_result(plain.clone());
-            assert!(asking.starts_with(REPLY_MEMBER.as_bytes()), "{json}");
-            let mut expected: serde_json::Value = serde_json::from_slice(&plain).unwrap();
-            expected["cmdrReply"] = "result".into();
-            let value: serde_json::Value = serde_json::from_slice(&asking).unwrap();
-            assert_eq!(value, expected, "{json}");
-            let decoded = cmdr_executors::decode_command_slice(&asking).unwrap();
-            assert_eq!(decoded, command, "{json}");
         }
     }
 }

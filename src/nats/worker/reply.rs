@@ -1,5 +1,5 @@
-//! Deferred replies (core mode): a producer whose command request begins with
-//! [`REPLY_MEMBER`] (or, before it, carried [`REPLY_HEADER`]` = `[`REPLY_RESULT`]) takes
+//! Deferred replies (core mode): a producer whose command request carries
+//! [`REPLY_HEADER`]` = `[`REPLY_RESULT`] takes
 //! the command's **terminal result** as the reply: for a command that ends at once with
 //! one result (a no-op, a quick file read) that is two messages per command (request,
 //! reply), as for a bare request/reply, instead of three
@@ -30,7 +30,7 @@ use async_nats::{Client, Subject};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::nats::wire::{Accepted, REPLY_HEADER, REPLY_MEMBER, REPLY_RESULT};
+use crate::nats::wire::{Accepted, REPLY_HEADER, REPLY_RESULT};
 
 /// How long a worker may hold a command's reply back, waiting for its first result: long
 /// enough for a quick command (a no-op, a file read, `true`: well under a millisecond or
@@ -87,15 +87,14 @@ impl Reply {
     }
 }
 
-/// Whether a command request takes its terminal result as the reply: it begins with
-/// [`REPLY_MEMBER`], or (a producer of before it) carries the header.
+/// Whether a command request takes its terminal result as the reply (it carries
+/// [`REPLY_HEADER`]` = `[`REPLY_RESULT`]).
 pub(super) fn wants_result(message: &async_nats::Message) -> bool {
-    message.payload.starts_with(REPLY_MEMBER.as_bytes())
-        || message
-            .headers
-            .as_ref()
-            .and_then(|headers| headers.get(REPLY_HEADER))
-            .is_some_and(|value| value.as_str() == REPLY_RESULT)
+    message
+        .headers
+        .as_ref()
+        .and_then(|headers| headers.get(REPLY_HEADER))
+        .is_some_and(|value| value.as_str() == REPLY_RESULT)
 }
 
 /// The deferred replies of a worker, in arrival order (so in deadline order), and the
