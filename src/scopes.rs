@@ -76,7 +76,9 @@ mod tests {
     fn a_client_scope_is_its_producers_alone() {
         assert_eq!(nats_client("a", ""), nats("a"));
         assert_eq!(nats_client("a", "mcp:1").as_str(), "nats:a.mcp:1");
-        assert_ne!(nats_client("a", "b"), nats("a.b"));
+        // `nats:a.b` could only be producer `a.b`'s own scope, and no producer id has a dot.
+        assert!(!crate::nats::subjects::is_valid_id("a.b"));
+        assert_ne!(nats_client("a", "b.c"), nats_client("b", "c"));
         assert_ne!(nats_client("a", "x"), nats_client("b", "x"));
     }
 }
