@@ -74,6 +74,23 @@ pub struct Producer {
     inner: Arc<Inner>,
 }
 
+/// How a producer's pool commands travel (docs/nats.md, "Two modes").
+#[derive(Clone)]
+enum Mode {
+    /// Core NATS request/reply: at most once.
+    Core,
+    /// JetStream: commands stored in `CMDR_COMMANDS`, results read from `CMDR_RESULTS`.
+    /// (Behind an `Arc`: large.)
+    Durable(Arc<Durable>),
+}
+
+/// A durable producer's JetStream handles.
+struct Durable {
+    js: jetstream::Context,
+    /// What command each recent id named (`CMDR_IDS`).
+    ids: jetstream::stream::Stream,
+}
+
 /// What a producer and its clones share.
 #[derive(Clone)]
 struct Inner {
@@ -81,11 +98,8 @@ struct Inner {
     /// This producer's id: the token its commands' subjects carry (docs/nats.md,
     /// "Permissions").
     id: Arc<str>,
-    /// Durable mode: commands go through JetStream, results are read from `CMDR_RESULTS`.
-    /// (Behind an `Arc`, as is `ids`: both are large.)
-    js: Option<Arc<jetstream::Context>>,
-    /// Durable mode: what command each recent id named (`CMDR_IDS`).
-    ids: Option<Arc<jetstream::stream::Stream>>,
+    /// How pool commands travel: core request/reply, or JetStream.
+    mode: Mode,
     /// Reply subjects of questions waiting for an answer, by command id.
     questions: Arc<DashMap<String, Subject>>,
     broker: Option<Arc<dyn InputBroker>>,
@@ -107,8 +121,7 @@ impl Producer {
         let inner = Inner {
             client: client.clone(),
             id,
-            js: None,
-            ids: None,
+            mode: Mode::Core,
             questions: Arc::default(),
             broker: None,
             sessions: Arc::default(),
@@ -144,8 +157,7 @@ impl Producer {
         let ids = ensure_ids(&js, settings).await.map_err(nats_error)?;
         let mut producer = Self::new(client);
         let inner = producer.inner_mut();
-        inner.js = Some(Arc::new(js));
-        inner.ids = Some(Arc::new(ids));
+        inner.mode = Mode::Durable(Arc::new(Durable { js, ids }));
         Ok(producer)
     }
 
@@ -231,24 +243,20 @@ impl Producer {
         let subject = subjects::command(&self.inner.id, command.command_type().as_str());
         // The id of this producer's command among every producer's (de-duplication).
         let scoped = subjects::scoped(&self.inner.id, &id);
-        let (watch, first) = match &self.inner.js {
+        let (watch, first) = match &self.inner.mode {
             // Boxed: JetStream's futures are large, and would make every submission's
             // future (moved several times per command) as large.
-            Some(js) => {
+            Mode::Durable(durable) => {
+                let Durable { js, ids } = &**durable;
                 // The message id carries the secret recorded with the id, so that no
                 // other producer can publish one that swallows this command as a duplicate.
-                let message_id = match &self.inner.ids {
-                    Some(ids) => {
-                        let secret = Box::pin(claim_id(js, ids, &scoped, &payload)).await?;
-                        format!("{scoped}.{secret}")
-                    }
-                    None => scoped.clone(),
-                };
+                let secret = Box::pin(claim_id(js, ids, &scoped, &payload)).await?;
+                let message_id = format!("{scoped}.{secret}");
                 let ids = (scoped.as_str(), message_id.as_str());
                 Box::pin(publish_durably(js, subject, ids, scope, payload)).await?;
                 (None, None)
             }
-            None => {
+            Mode::Core => {
                 // A question is asked before any terminal: no use waiting for one.
                 let wants_result = command.command_type() != CommandType::RequestUserInput;
                 let taken = self
@@ -278,14 +286,14 @@ impl Producer {
         target: Target,
     ) -> Result<RemoteStream, ProducerError> {
         let id = command.command_id().to_owned();
-        let (results, inbox) = match &self.inner.js {
-            None => (
+        let (results, inbox) = match &self.inner.mode {
+            Mode::Core => (
                 Results::Demuxed,
                 self.inner.demux.register(&id, true).await?,
             ),
             // Durable mode subscribes to core results only for these rare commands (its
             // pool's results come from JetStream: a wildcard would receive them twice).
-            Some(_) => (
+            Mode::Durable(_) => (
                 Results::Core(
                     self.subscribe(subjects::results(&self.inner.id, &id))
                         .await?,
@@ -395,14 +403,12 @@ impl Producer {
     /// demultiplexer (core mode) or a follower over `CMDR_RESULTS` from the start,
     /// resuming through outages (durable).
     async fn listen(&self, id: &str) -> Result<(Results, Registration), ProducerError> {
-        match &self.inner.js {
-            None => Ok((Results::Demuxed, self.inner.demux.register(id, true).await?)),
-            Some(js) => {
+        match &self.inner.mode {
+            Mode::Core => Ok((Results::Demuxed, self.inner.demux.register(id, true).await?)),
+            Mode::Durable(durable) => {
                 let inbox = self.inner.demux.register(id, false).await?;
-                Ok((
-                    Results::Channel(follow(jetstream::Context::clone(js), &self.inner.id, id)),
-                    inbox,
-                ))
+                let js = durable.js.clone();
+                Ok((Results::Channel(follow(js, &self.inner.id, id)), inbox))
             }
         }
     }
