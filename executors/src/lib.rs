@@ -118,7 +118,9 @@ pub use list_directory::ListDirectory;
 pub use load::ActorLoad;
 pub use outcome::{human_duration, Outcome, ProcessStatus};
 pub use patch_file::PatchFile;
-pub use process::{ProcessLimits, ProcessState, ProcessTable, Scope};
+pub use process::{
+    local_number, KillSignal, ProcessLimits, ProcessState, ProcessTable, Scope, UnknownSignal,
+};
 pub use protocol::{
     BashExecCommand, Command, CommandType, ExecutionStatus, FileReadCommand, FileWriteCommand,
     ListDirectoryCommand, OutputResult, PatchFileCommand, ProcessInputCommand, ProcessKillCommand,

@@ -309,11 +309,9 @@ impl<'a> Attrs<'a> {
         let Some(text) = self.take("signal") else {
             return Ok(None);
         };
-        let upper = text.to_ascii_uppercase();
-        let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-        match name {
-            "TERM" | "INT" | "HUP" | "KILL" => Ok(Some(name.to_owned())),
-            _ => Err(format!("signal=\"{text}\": write TERM, INT, HUP or KILL")),
+        match text.parse::<cmdr_executors::KillSignal>() {
+            Ok(signal) => Ok(Some(signal.name().to_owned())),
+            Err(_) => Err(format!("signal=\"{text}\": write TERM, INT, HUP or KILL")),
         }
     }
 

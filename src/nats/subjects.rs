@@ -122,8 +122,7 @@ pub fn process_id_prefix(worker: &str) -> String {
 /// The worker a process id names (`<worker>-p<N>`), if it names one.
 pub fn worker_of_process(process_id: &str) -> Option<&str> {
     let (worker, local) = process_id.rsplit_once(PROCESS_ID_SEPARATOR)?;
-    let number = local.strip_prefix('p')?;
-    let local_ok = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
+    let local_ok = cmdr_executors::local_number(local).is_some();
     (local_ok && is_valid_id(worker)).then_some(worker)
 }
 
@@ -284,7 +283,10 @@ mod tests {
         let id = format!("{}p12", process_id_prefix("host-a"));
         assert_eq!(id, "host-a-p12");
         assert_eq!(worker_of_process(&id), Some("host-a"));
-        for unroutable in ["p1", "-p1", "w-p", "w-px", "w-1", "a.b-p1", "w-p1 "] {
+        // `w-p01` is no process id anywhere (issue 35.3: the table refused it, routing took it).
+        for unroutable in [
+            "p1", "-p1", "w-p", "w-px", "w-1", "a.b-p1", "w-p1 ", "w-p01",
+        ] {
             assert_eq!(worker_of_process(unroutable), None, "{unroutable:?}");
         }
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use super::{report, ProcessState, ProcessTable};
+use super::{report, KillSignal, ProcessState, ProcessTable};
 use crate::error::ExecError;
 use crate::executor::{ExecContext, ExecFuture, Executor};
 use crate::outcome::Outcome;
@@ -27,21 +27,15 @@ impl ProcessKillExec {
     }
 }
 
-/// `TERM`, `INT` or `KILL` (with or without `SIG`, any case).
+/// The signal `name` asks for (default `TERM`; see [`KillSignal`]).
 fn parse_signal(name: Option<&str>) -> Result<Signal, ExecError> {
-    let Some(name) = name else {
-        return Ok(Signal::SIGTERM);
+    let signal = match name {
+        None => KillSignal::default(),
+        Some(name) => name
+            .parse::<KillSignal>()
+            .map_err(|e| ExecError::InvalidInput(e.to_string()))?,
     };
-    let upper = name.trim().to_ascii_uppercase();
-    match upper.strip_prefix("SIG").unwrap_or(&upper) {
-        "TERM" => Ok(Signal::SIGTERM),
-        "INT" => Ok(Signal::SIGINT),
-        "KILL" => Ok(Signal::SIGKILL),
-        "HUP" => Ok(Signal::SIGHUP),
-        _ => Err(ExecError::InvalidInput(format!(
-            "signal must be TERM, INT, HUP or KILL, got '{name}'"
-        ))),
-    }
+    Ok(signal.to_signal())
 }
 
 impl Executor for ProcessKillExec {

@@ -3,6 +3,7 @@
 //! - `log`: [`OutputLog`], a process's output addressed by byte offset, bounded, shared by
 //!   any number of readers.
 //! - `scope`: [`Scope`], who a process belongs to.
+//! - `names`: [`KillSignal`] and [`local_number`], the names clients write.
 //! - `table`: [`ProcessTable`] and [`Process`], the background processes of a registry.
 //! - `ready`: [`Readiness`], when a starting process counts as ready.
 //! - `pty`, `stdin`: [`Pty`], the pseudo-terminal of a `tty` process, and [`Stdin`],
@@ -16,6 +17,7 @@ mod input;
 mod kill;
 mod list;
 mod log;
+mod names;
 mod output;
 mod pty;
 pub(crate) mod ready;
@@ -27,6 +29,7 @@ pub use input::ProcessInputExec;
 pub use kill::ProcessKillExec;
 pub use list::ProcessListExec;
 pub use log::{OutputLog, Slice};
+pub use names::{local_number, KillSignal, UnknownSignal};
 pub use output::ProcessOutputExec;
 pub use pty::{Pty, PtyReader, TermSize, DEFAULT_COLS, DEFAULT_ROWS};
 pub use ready::{Readiness, DEFAULT_READY_TIMEOUT};

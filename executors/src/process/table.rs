@@ -530,7 +530,7 @@ impl ProcessTable {
         let not_found = || ExecError::ProcessNotFound(id.to_owned());
         let n = id
             .strip_prefix(self.inner.id_prefix.as_str())
-            .and_then(parse_id)
+            .and_then(super::names::local_number)
             .ok_or_else(not_found)?;
         self.lock()
             .processes
@@ -588,16 +588,6 @@ impl ProcessTable {
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.inner.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// The number of a process id in its one spelling, `p<N>` (ASCII digits, no sign, no
-/// leading zero, no space): `p01`, `p+1` or ` p1` are not aliases of `p1`.
-fn parse_id(id: &str) -> Option<u64> {
-    let digits = id.strip_prefix('p')?;
-    let canonical = !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && !(digits.len() > 1 && digits.starts_with('0'));
-    canonical.then(|| digits.parse().ok()).flatten()
 }
 
 /// Sends SIGTERM (SIGKILL after `grace`) to those of `processes` still running and waits
