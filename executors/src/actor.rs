@@ -29,8 +29,8 @@ use crate::executor::{ExecContext, ExecFuture, Executor, OutputSink};
 use crate::inflight::{Inflight, StopReason, StopSignal};
 use crate::load::{queued_note, started_note, Gauge};
 use crate::outcome::Outcome;
-use crate::process::Scope;
 use crate::protocol::{Command, CommandType, OutputResult};
+use crate::scope::Scope;
 use crate::terminal::{failed_result, terminal_result};
 
 /// Commands of one type running at once unless configured ([`ActorConfig::max_concurrent`];

@@ -23,6 +23,8 @@ use std::fmt;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
+
+use nix::fcntl::OFlag;
 use std::sync::Arc;
 
 /// Symlinks followed while resolving one path before giving up (Linux's own limit).
@@ -149,7 +151,7 @@ impl PathPolicy {
         let handles = canonical
             .iter()
             .map(|root| {
-                crate::files::open_root(root).map_err(|source| RootError::Unresolvable {
+                open_root(root).map_err(|source| RootError::Unresolvable {
                     root: root.clone(),
                     source,
                 })
@@ -319,6 +321,16 @@ fn components(path: &Path) -> VecDeque<OsString> {
             Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
         })
         .collect()
+}
+
+/// Opens an allowed root (a directory) for the paths beneath it.
+pub(crate) fn open_root(root: &Path) -> std::io::Result<OwnedFd> {
+    let fd = nix::fcntl::open(
+        root,
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    Ok(fd)
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ExecError;
 use crate::outcome::Outcome;
-use crate::process::Scope;
 use crate::protocol::{Command, CommandType, ExecutionStatus, OutputResult};
+use crate::scope::Scope;
 
 /// The future an executor returns.
 pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Result<Outcome, ExecError>> + Send + 'a>>;

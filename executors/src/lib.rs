@@ -86,6 +86,7 @@ pub mod process;
 pub mod protocol;
 mod registry;
 mod request_user_input;
+mod scope;
 mod stream;
 mod terminal;
 mod utf8;

@@ -45,7 +45,7 @@ impl Session {
     }
 }
 
-/// The model's own read position in each process's output (SPEC §10: an `offset` left
+/// The model's own read position in each process's output (docs/contract.md §10: an `offset` left
 /// out means "where this reader last stopped" — the loop is a reader of its own, so a
 /// person reading or typing into the same process in the web UI never hides output from
 /// the model). Keyed by process id; a process the model never read starts at 0.

@@ -31,6 +31,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::cancel::ClientGone;
 use super::json_rpc::{self, Gate};
+use super::session_limits::SessionLimits;
 use super::tools::CmdrMcp;
 use crate::http::guard::mcp_browser_guard;
 use crate::server::{require_token, AppState};
@@ -38,31 +39,6 @@ use crate::server::{require_token, AppState};
 /// SSE keep-alive comments on idle response streams: besides keeping proxies from
 /// timing out, each write lets the server notice a client that went away.
 pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(5);
-
-/// Default cap on open MCP sessions (about 60 KiB each).
-pub const DEFAULT_MAX_SESSIONS: usize = 1000;
-
-/// Default time an MCP session may stay unused before it is closed.
-pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(120);
-
-/// How many MCP sessions may be open, and for how long unused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SessionLimits {
-    /// Sessions open at once; `initialize` beyond it closes the least-recently-used idle
-    /// session, or gets 503 `TOO_MANY_SESSIONS` when none is idle.
-    pub max_sessions: usize,
-    /// A session unused this long is closed (its client must initialize again).
-    pub idle: Duration,
-}
-
-impl Default for SessionLimits {
-    fn default() -> Self {
-        Self {
-            max_sessions: DEFAULT_MAX_SESSIONS,
-            idle: DEFAULT_SESSION_IDLE,
-        }
-    }
-}
 
 /// The MCP endpoint with default [`SessionLimits`] (see [`http_router_with`]).
 pub fn http_router(state: AppState) -> Router {

@@ -24,7 +24,7 @@ use cmdr_executors::ErrorCode;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{json, Value};
 
-use super::http::SessionLimits;
+use super::session_limits::SessionLimits;
 use super::session_use::{hold_until_sent, SessionUse};
 use rmcp::transport::streamable_http_server::session::SessionManager;
 

@@ -14,7 +14,7 @@
 //! - `cancel`: what stops a call (client cancellation, client gone, shutdown).
 //! - `session_scope`: the process scope of each session (`mcp:<session id>`), ended with
 //!   the session.
-//! - `http`: [`http_router`] and its [`SessionLimits`]; `json_rpc`: the gate that answers
+//! - `http`: [`http_router`]; `session_limits`: [`SessionLimits`]; `json_rpc`: the gate that answers
 //!   malformed messages and `initialize` beyond the session cap; `stdio`: [`serve_stdio`].
 
 mod agent_tools;
@@ -25,16 +25,15 @@ mod http;
 mod json_rpc;
 pub mod params;
 mod progress;
+mod session_limits;
 mod session_scope;
 mod session_use;
 mod stdio;
 mod tools;
 
 pub use cancel::ClientGone;
-pub use http::{
-    http_router, http_router_with, SessionLimits, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE,
-    SSE_KEEP_ALIVE,
-};
+pub use http::{http_router, http_router_with, SSE_KEEP_ALIVE};
 pub use progress::HEARTBEAT;
+pub use session_limits::{SessionLimits, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE};
 pub use stdio::serve_stdio;
 pub use tools::{tools, CmdrMcp};

@@ -6,6 +6,7 @@ mod error_codes;
 mod exec_processes;
 mod exec_stdout;
 mod interrupt;
+mod module_cycles;
 mod odd_files;
 mod process_tree;
 // The filter checks the x86-64 system-call ABI.

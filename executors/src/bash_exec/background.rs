@@ -145,7 +145,7 @@ pub(super) async fn start(
         process
             .pid
             .map_or_else(|| "?".to_owned(), |p| p.to_string()),
-        describe(state)
+        state.describe()
     ));
     Ok(report(outcome, &process, state, next, None))
 }
@@ -218,34 +218,16 @@ async fn wait_ready(
         .with_error_code(ErrorCode::ReadyTimeout)
     } else {
         Outcome::failed(
-            format!("Background process {} {}.", process.id, describe(state)),
+            format!("Background process {} {}.", process.id, state.describe()),
             format!(
                 "the process {} before it was ready (waited for {})",
-                describe(state),
+                state.describe(),
                 readiness.describe()
             ),
         )
         .with_error_code(ErrorCode::ProcessExited)
     };
     Ok(report(outcome, process, state, offset, None))
-}
-
-/// `running`, or how it exited.
-pub(crate) fn describe(state: ProcessState) -> String {
-    match state {
-        ProcessState::Running => "running".to_owned(),
-        ProcessState::Exited {
-            timed_out: true, ..
-        } => "stopped at the end of its lifetime (timeout_ms)".to_owned(),
-        ProcessState::Exited {
-            code: Some(code), ..
-        } => format!("exited with code {code}"),
-        ProcessState::Exited {
-            signal: Some(signal),
-            ..
-        } => format!("killed by signal {signal}"),
-        ProcessState::Exited { .. } => "exited".to_owned(),
-    }
 }
 
 /// Streams the output that appears within `yield_for` (or until the process exits or the

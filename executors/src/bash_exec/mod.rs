@@ -39,7 +39,6 @@ use crate::process::ProcessTable;
 use crate::protocol::{BashExecCommand, Command};
 use crate::ErrorCode;
 
-pub(crate) use background::describe;
 pub use background::DEFAULT_YIELD;
 
 pub use env_policy::{EnvPolicy, Inherit, CORE_VARS, DEFAULT_EXCLUDES, NEVER_INHERITED};

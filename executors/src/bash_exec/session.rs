@@ -327,7 +327,7 @@ fn ended(name: &str, state: ProcessState, elapsed: Duration) -> Outcome {
     let message = format!(
         "The shell of session {name} ended after {} ({}); the next command starts a new session.",
         human_duration(elapsed),
-        super::background::describe(state)
+        state.describe()
     );
     let mut outcome = match state.exit_code() {
         Some(0) => Outcome::succeeded(message),

@@ -149,7 +149,7 @@ mod tests {
     #[test]
     fn temp_names_name_a_live_writer_and_dead_ones_are_found() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = super::super::open_root(tmp.path()).unwrap();
+        let dir = crate::confine::open_root(tmp.path()).unwrap();
         let ours = temp_name();
         std::fs::write(tmp.path().join(&ours), "x").unwrap();
         // pid 0 never runs a user process.

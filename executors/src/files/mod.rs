@@ -26,23 +26,11 @@ pub(crate) mod procfs;
 pub(crate) mod replace;
 pub mod watch;
 
-use std::os::fd::OwnedFd;
-use std::path::Path;
 use std::sync::OnceLock;
 
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 
 pub(crate) use open::Target;
-
-/// Opens an allowed root (a directory) for the paths beneath it.
-pub(crate) fn open_root(root: &Path) -> std::io::Result<OwnedFd> {
-    let fd = nix::fcntl::open(
-        root,
-        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )?;
-    Ok(fd)
-}
 
 /// Whether the kernel checks confined paths (`openat2`, Linux 5.6+): `Ok(())`, or why not.
 pub fn kernel_check() -> Result<(), &'static str> {

@@ -97,7 +97,7 @@ impl Executor for ProcessInputExec {
                 "Wrote {} bytes to {}{ended}{resized} ({}).{}",
                 cmd.input.len(),
                 process.id,
-                crate::bash_exec::describe(state),
+                state.describe(),
                 super::rest_note(&process, slice.next_offset)
             ))
             .with_data(slice.text);

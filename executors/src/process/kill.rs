@@ -61,16 +61,10 @@ impl Executor for ProcessKillExec {
                         process.id
                     )))
                 }
-                (ProcessState::Running, _) => format!(
-                    "Stopped {} ({}).",
-                    process.id,
-                    crate::bash_exec::describe(state)
-                ),
-                _ => format!(
-                    "{} had already exited ({}).",
-                    process.id,
-                    crate::bash_exec::describe(state)
-                ),
+                (ProcessState::Running, _) => {
+                    format!("Stopped {} ({}).", process.id, state.describe())
+                }
+                _ => format!("{} had already exited ({}).", process.id, state.describe()),
             };
             Ok(report(
                 Outcome::succeeded(message),

@@ -2,7 +2,6 @@
 //!
 //! - `log`: [`OutputLog`], a process's output addressed by byte offset, bounded, shared by
 //!   any number of readers.
-//! - `scope`: [`Scope`], who a process belongs to.
 //! - `names`: [`KillSignal`] and [`local_number`], the names clients write.
 //! - `table`: [`ProcessTable`] and [`Process`], the background processes of a registry.
 //! - `ready`: [`Readiness`], when a starting process counts as ready.
@@ -21,10 +20,10 @@ mod names;
 mod output;
 mod pty;
 pub(crate) mod ready;
-mod scope;
 mod stdin;
 mod table;
 
+pub use crate::scope::Scope;
 pub use input::ProcessInputExec;
 pub use kill::ProcessKillExec;
 pub use list::ProcessListExec;
@@ -33,7 +32,6 @@ pub use names::{local_number, KillSignal, UnknownSignal};
 pub use output::ProcessOutputExec;
 pub use pty::{Pty, PtyReader, TermSize, DEFAULT_COLS, DEFAULT_ROWS};
 pub use ready::{Readiness, DEFAULT_READY_TIMEOUT};
-pub use scope::Scope;
 pub use stdin::Stdin;
 pub use table::{Control, Process, ProcessLimits, ProcessState, ProcessTable, Slot};
 

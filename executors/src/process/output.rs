@@ -54,7 +54,7 @@ impl Executor for ProcessOutputExec {
                 slice.next_offset - slice.offset,
                 process.id,
                 slice.offset,
-                crate::bash_exec::describe(state),
+                state.describe(),
                 super::rest_note(&process, slice.next_offset)
             ))
             .with_data(slice.text);

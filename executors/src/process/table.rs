@@ -17,9 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::log::OutputLog;
 use super::pty::Pty;
-use super::scope::Scope;
 use super::stdin::Stdin;
 use crate::error::ExecError;
+use crate::scope::Scope;
 
 /// How long a failed write of input waits for the process's exit to be recorded before
 /// it says the process closed its input instead (the actor drains pipes for 250 ms).
@@ -89,6 +89,25 @@ pub enum ProcessState {
 }
 
 impl ProcessState {
+    /// How the process is, in words (`running`, `exited with code 0`, `killed by signal
+    /// TERM` …) for the messages of the commands about it.
+    pub fn describe(self) -> String {
+        match self {
+            ProcessState::Running => "running".to_owned(),
+            ProcessState::Exited {
+                timed_out: true, ..
+            } => "stopped at the end of its lifetime (timeout_ms)".to_owned(),
+            ProcessState::Exited {
+                code: Some(code), ..
+            } => format!("exited with code {code}"),
+            ProcessState::Exited {
+                signal: Some(signal),
+                ..
+            } => format!("killed by signal {signal}"),
+            ProcessState::Exited { .. } => "exited".to_owned(),
+        }
+    }
+
     /// `running` or `exited`, as in `processState`.
     pub fn name(self) -> &'static str {
         match self {

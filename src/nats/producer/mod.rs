@@ -24,10 +24,11 @@
 //! Files: `request` (core mode's request and its reply), `durable_publish` (durable
 //! mode's id claim and publish), `stream` ([`RemoteStream`]), `questions` (answering
 //! `REQUEST_USER_INPUT`), `error` ([`ProducerError`]), `demux`/`mailbox` (core results to
-//! their streams), `follow` (durable results), `liveness`, `route`/`fanout`, `remote`
+//! their streams), `follow` (durable results), `liveness`, `route`/`discovery`/`fanout`, `remote`
 //! (the producer as a registry's executor).
 
 mod demux;
+mod discovery;
 mod durable_publish;
 mod error;
 mod fanout;
@@ -41,8 +42,8 @@ mod route;
 mod stream;
 
 pub use demux::DEFAULT_RESULT_BUFFER;
+pub use discovery::DISCOVERY_QUIET;
 pub use error::ProducerError;
-pub use fanout::DISCOVERY_QUIET;
 pub use stream::{RemoteStream, SubmitStream};
 
 use std::sync::Arc;
@@ -227,7 +228,7 @@ impl Producer {
     /// returns once they answered (or none is on the bus). Its sessions are forgotten.
     pub async fn end_scope(&self, scope: &str) -> Result<(), ProducerError> {
         self.inner.sessions.retain(|(s, _), _| &**s != scope);
-        fanout::discover(&self.inner.client, &self.inner.id, scope, true).await?;
+        discovery::discover(&self.inner.client, &self.inner.id, scope, true).await?;
         Ok(())
     }
 
@@ -340,7 +341,8 @@ impl Producer {
         id: String,
         scope: Arc<str>,
     ) -> Result<RemoteStream, ProducerError> {
-        let workers = fanout::discover(&self.inner.client, &self.inner.id, &scope, false).await?;
+        let workers =
+            discovery::discover(&self.inner.client, &self.inner.id, &scope, false).await?;
         if workers.is_empty() {
             return Err(ProducerError::NoWorkers(subjects::workers(&self.inner.id)));
         }

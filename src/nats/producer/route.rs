@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use cmdr_executors::Command;
 
-use super::fanout::discover;
+use super::discovery::discover;
 use super::{Producer, ProducerError};
 use crate::nats::subjects;
 
