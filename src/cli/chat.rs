@@ -10,10 +10,10 @@
 //! conversation's lock (a second process on the same conversation is refused with
 //! `RUN_IN_PROGRESS`), and the chat starts with recovery (closing the runs of a `cmdr`
 //! that died mid-run). Conversations are saved like the agents' ([`super::chat_store`])
-//! unless `--ephemeral`; `--conversation ID` resumes one. An `<ask>` question of the agent takes
-//! the next input line as its answer ([`super::chat_input`]). At the end of input the exit
-//! status is 1 when the last turn did not end normally (the model failed, a reply was cut
-//! off, the agent repeated itself), else 0.
+//! unless `--ephemeral`; `--conversation ID` resumes one. An `<ask>` question of the
+//! agent takes the next input line as its answer ([`super::chat_input`]). At the end of
+//! input the exit status is 1 when the last turn did not end normally (the model failed,
+//! a reply was cut off, the agent repeated itself, the turn was refused), else 0.
 
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
