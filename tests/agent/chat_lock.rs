@@ -8,6 +8,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
+use std::sync::Arc;
 
 use cmdr::agent::{Role, TurnStatus};
 use cmdr::recovery::INTERRUPTED_NOTE;
@@ -15,6 +16,7 @@ use cmdr::store::{SqliteStore, Store};
 use cmdr_test_support::serve::{db, Options, Serve};
 use nix::sys::signal::Signal;
 use serde_json::json;
+use tokio::sync::Notify;
 
 use super::chat_cli::Chat;
 use crate::agent::fake_llm::{FakeLlm, Reply};
@@ -183,4 +185,45 @@ async fn a_turn_a_killed_chat_left_running_is_closed_when_the_next_chat_starts()
     );
     assert!(last.content.contains(INTERRUPTED_NOTE), "{turns:#?}");
     assert!(store.run_markers().await.unwrap().is_empty());
+}
+
+/// The other way round: while `cmdr serve` runs a turn of a conversation (the model's
+/// reply held open by the test), `cmdr chat --conversation` on it is refused; once the
+/// server's run is done, the chat carries the conversation on.
+#[tokio::test]
+async fn a_chat_on_a_conversation_a_server_is_running_is_refused() {
+    let world = World::new();
+    let gate = Arc::new(Notify::new());
+    let held = Reply::Gated(vec!["Hel".into()], Arc::clone(&gate), vec!["lo".into()]);
+    let llm = FakeLlm::start(vec![held]).await;
+    let serve = Serve::start_in(
+        world.dir.path(),
+        Options {
+            llm: Some(&llm),
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut events = serve
+        .sse("/agents/helper/stream", json!({"message": "hi"}))
+        .await;
+    let opened = events.until(|e| e["type"] == "conversation").await;
+    let id = opened["conversationId"].as_str().unwrap().to_owned();
+    llm.wait_requests(1).await;
+
+    let mut chat = world.chat(&llm, &["--conversation", &id]);
+    chat.send("me too").await;
+    chat.wait_stderr("error [RUN_IN_PROGRESS]").await;
+    let (status, _, stderr) = chat.exit().await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_eq!(llm.request_count(), 1, "the refused chat asked no model");
+
+    gate.notify_one();
+    let all = events.all().await;
+    assert_eq!(all.last().unwrap()["type"], "done", "{all:?}");
+    let mut chat = world.chat(&llm, &["--conversation", &id]);
+    chat.send("and now?").await;
+    chat.wait_line("done.").await;
+    let (status, _, stderr) = chat.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
 }
