@@ -168,8 +168,13 @@ impl AgentService {
             .iter()
             .map(|turn| turn.to_message())
             .collect();
+        // Where its last command left off, unless that directory is gone since.
+        let saved = match conversation.cwd.map(PathBuf::from) {
+            Some(dir) => blocking(move || dir.is_dir().then_some(dir)).await?,
+            None => None,
+        };
         let cwd = working_folder
-            .or_else(|| conversation.cwd.map(PathBuf::from))
+            .or(saved)
             .unwrap_or_else(|| self.default_cwd().to_owned());
         let mut session = Session::new(cwd).in_scope(crate::scopes::conversation(id));
         session.messages = messages;

@@ -447,3 +447,38 @@ async fn the_exit_status_says_whether_the_last_turn_ended_normally() {
     let (status, _, _) = chat.exit().await;
     assert_eq!(status.code(), Some(0), "the last turn succeeded");
 }
+
+/// A resumed conversation whose last directory was deleted since runs its commands in
+/// the chat's working folder (not in a directory that cannot be entered).
+#[tokio::test]
+async fn a_resumed_conversation_whose_folder_is_gone_runs_in_the_working_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = std::fs::canonicalize(dir.path()).unwrap();
+    let gone = folder.join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("cmdr.sqlite3");
+    let db_arg = db.to_str().unwrap();
+    let llm = FakeLlm::start(vec![
+        Reply::text("Noted."),
+        Reply::text("<shell>pwd</shell>"),
+    ])
+    .await;
+    let mut chat = Chat::start_with(Some(&llm), &gone, &["--db", db_arg]);
+    chat.send("remember this folder").await;
+    chat.wait_line("Noted.").await;
+    let (status, _, stderr) = chat.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let store = cmdr::store::SqliteStore::open(&db).unwrap();
+    use cmdr::store::Store;
+    let id = store.conversations(None).await.unwrap()[0].id.clone();
+    drop(store);
+    std::fs::remove_dir(&gone).unwrap();
+
+    let args = ["--db", db_arg, "--conversation", &id];
+    let mut chat = Chat::start_with(Some(&llm), &folder, &args);
+    chat.send("where are we?").await;
+    chat.wait_line(&format!("  │ {}", folder.display())).await;
+    let (status, _, stderr) = chat.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
