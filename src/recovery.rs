@@ -1,8 +1,8 @@
 //! Start-up recovery: closing the runs of `cmdr` processes that died in the middle of one,
 //! and killing what those processes left running. Called once by each front door that runs
-//! agents with persistence (`cmdr serve`, `cmdr mcp`, `cmdr commands run`), after opening
-//! the store and before serving; never by a store opening a database (listing
-//! conversations must not touch any process).
+//! agents with persistence (`cmdr serve`, `cmdr mcp`, `cmdr commands run`, `cmdr chat`),
+//! after opening the store and before serving; never by a store opening a database
+//! (listing conversations must not touch any process).
 //!
 //! Turns are appended as they complete, so a process killed in the middle of a run
 //! (SIGKILL, OOM, power loss) leaves its conversation ending with the user's turn, an

@@ -6,15 +6,20 @@
 //! Ctrl-C stops the running turn (its command's whole process tree); at the prompt it
 //! says how to quit, and a second Ctrl-C in a row quits (exit status 130).
 //!
-//! Conversations are saved like the agents' ([`super::chat_store`]) unless
-//! `--ephemeral`; `--conversation ID` resumes one. An `<ask>` question of the agent takes
-//! the next input line as its answer ([`super::chat_input`]). At the end of input the exit
-//! status is 1 when the last turn did not end normally (the model failed, a reply was cut
-//! off, the agent repeated itself), else 0.
+//! Each turn runs through the agent service, like `cmdr commands run`: it holds the
+//! conversation's lock (a second process on the same conversation is refused with
+//! `RUN_IN_PROGRESS`), and the chat starts with recovery (closing the runs of a `cmdr`
+//! that died mid-run). Conversations are saved like the agents' ([`super::chat_store`])
+//! unless `--ephemeral`; `--conversation ID` resumes one. An `<ask>` question of the
+//! agent takes the next input line as its answer ([`super::chat_input`]). At the end of
+//! input the exit status is 1 when the last turn did not end normally (the model failed,
+//! a reply was cut off, the agent repeated itself, the turn was refused), else 0.
 
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use cmdr_executors::Registry;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc;
@@ -22,15 +27,16 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::chat_input::{ChatInput, Question};
-use super::chat_store::ChatStore;
+use super::chat_store::{ChatStore, CHAT_AGENT};
 use super::chat_view::{ChatView, TICK};
 use super::confine::{self, ConfineArgs};
 use super::setup::{llm_client, view};
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 use crate::agent::{
-    system_prompt, AgentLoop, NoRecorder, Recorder, RunOptions, RunOutcome, Session,
-    DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS,
+    system_prompt, AgentLoop, RunOptions, RunOutcome, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS,
 };
+use crate::agents::AgentCatalog;
+use crate::service::{AgentService, PreparedRun, RunTarget, ServiceError};
 
 /// Events of a run buffered between the loop and the screen.
 const EVENT_BUFFER: usize = 64;
@@ -105,28 +111,25 @@ pub async fn run(args: ChatArgs) -> u8 {
         }
     };
     confine::report("cmdr chat", registry.confinement());
-    let mut store = match open_store(&args).await {
+    let store = match open_store(&args) {
         Ok(store) => store,
-        Err(message) => {
-            eprint_line(&format!("cmdr chat: {message}"));
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
-    let session = match (&mut store, &args.conversation) {
-        (Some(store), Some(id)) => match store.resume(id, &folder).await {
-            Ok(session) => session,
-            Err(message) => {
-                eprint_line(&format!("cmdr chat: --conversation {id}: {message}"));
+    if store.is_saved() {
+        crate::recovery::recover_or_log(store.store().as_ref()).await;
+    }
+    let agent_name = match &args.conversation {
+        Some(id) => match store.owner_of(id).await {
+            Ok(agent) => agent,
+            Err(e) => {
+                eprint_line(&format!("cmdr chat: --conversation {id}: {e}"));
                 return EXIT_USAGE;
             }
         },
-        _ => Session::new(&folder),
+        None => CHAT_AGENT.to_owned(),
     };
     let signals = Signals::install();
-    let agent = AgentLoop::new(
-        llm_client(Some("cmdr chat"), args.model.as_deref()),
-        registry,
-    );
+    let service = chat_service(&store, registry, args.model.as_deref(), &folder);
     let options = RunOptions {
         system_prompt: system_prompt(None),
         model: args.model,
@@ -136,38 +139,66 @@ pub async fn run(args: ChatArgs) -> u8 {
         ..RunOptions::default()
     };
     let mut chat = Chat {
-        session,
-        store,
+        service,
+        conversation: args.conversation,
+        agent_name,
         questions,
         last: None,
         view: view(args.max_iterations),
         input: stdin_lines(),
         interactive: std::io::stdin().is_terminal(),
-        agent,
         options,
         folder,
         signals,
     };
     let status = chat.run().await;
     // The chat's processes do not outlive it.
-    chat.agent.registry().shutdown(Duration::ZERO).await;
+    let registry = chat.service.agent_loop().registry();
+    registry.shutdown(Duration::ZERO).await;
     status
 }
 
-/// The chat's database: none with `--ephemeral`; one that cannot be opened is a warning
-/// (the chat goes on unsaved) unless a conversation is to be resumed from it.
-async fn open_store(args: &ChatArgs) -> Result<Option<ChatStore>, String> {
-    if args.ephemeral {
-        return Ok(None);
-    }
-    match ChatStore::open(args.db.as_deref()) {
-        Ok(store) => Ok(Some(store)),
-        Err(message) if args.conversation.is_none() => {
-            eprint_line(&format!("cmdr chat: {message}; this chat is not saved"));
-            Ok(None)
+/// The service the chat's turns run through: the chat's registry and model, its
+/// database; turns of a new conversation start in `folder`.
+fn chat_service(
+    store: &ChatStore,
+    registry: Registry,
+    model: Option<&str>,
+    folder: &Path,
+) -> AgentService {
+    let agent_loop = AgentLoop::new(llm_client(Some("cmdr chat"), model), registry);
+    // No agent folder is read: a chat's settings are its flags.
+    let catalog = AgentCatalog::new(AgentCatalog::default_dir());
+    AgentService::new(catalog, store.store(), agent_loop, folder.to_path_buf())
+}
+
+/// The chat's database: in memory with `--ephemeral`; one that cannot be opened is a
+/// warning (the chat goes on unsaved) unless a conversation is to be resumed from it.
+/// `Err` is the exit status.
+fn open_store(args: &ChatArgs) -> Result<ChatStore, u8> {
+    let opened = if args.ephemeral {
+        ChatStore::unsaved()
+    } else {
+        match ChatStore::open(args.db.as_deref()) {
+            Ok(store) => Ok(store),
+            Err(e) if args.conversation.is_none() => {
+                eprint_line(&format!(
+                    "cmdr chat: cannot open the conversation database: {e}; this chat is not saved"
+                ));
+                ChatStore::unsaved()
+            }
+            Err(e) => {
+                eprint_line(&format!(
+                    "cmdr chat: cannot open the conversation database: {e}"
+                ));
+                return Err(EXIT_USAGE);
+            }
         }
-        Err(message) => Err(message),
-    }
+    };
+    opened.map_err(|e| {
+        eprint_line(&format!("cmdr chat: {e}"));
+        EXIT_FAILED
+    })
 }
 
 /// The working folder, absolute and resolved; it must be an existing directory.
@@ -311,14 +342,17 @@ enum Flow {
 
 /// The running chat.
 struct Chat {
-    agent: AgentLoop,
-    session: Session,
-    /// Where the conversation is saved (`None`: ephemeral).
-    store: Option<ChatStore>,
+    /// What the turns run through (lock, persistence, processes).
+    service: AgentService,
+    /// The conversation being continued; `None` until the first turn of a new one.
+    conversation: Option<String>,
+    /// The agent the conversation is stored under ([`CHAT_AGENT`] unless resumed).
+    agent_name: String,
     /// `<ask>` questions of the running turn.
     questions: mpsc::Receiver<Question>,
     /// How the last turn ended.
     last: Option<RunOutcome>,
+    /// The settings of every turn (the flags).
     options: RunOptions,
     folder: PathBuf,
     view: ChatView,
@@ -374,7 +408,8 @@ impl Chat {
 
     fn greet(&mut self) {
         let model = self
-            .agent
+            .service
+            .agent_loop()
             .model_id(&self.options)
             .map(|m| format!("model {m}, "))
             .unwrap_or_default();
@@ -392,11 +427,10 @@ impl Chat {
             Input::New => {
                 // Leaving a conversation stops its processes: nothing here can reach
                 // them any more.
-                let left = std::mem::replace(&mut self.session, Session::new(&self.folder));
-                self.agent.registry().end_scope(&left.scope).await;
-                if let Some(store) = &mut self.store {
-                    store.forget();
+                if let Some(left) = self.conversation.take() {
+                    self.service.end_processes(&left).await;
                 }
+                self.agent_name = CHAT_AGENT.to_owned();
                 let text = format!("new conversation (in {})", self.folder.display());
                 self.view.say(&text);
             }
@@ -414,73 +448,53 @@ impl Chat {
         Flow::Continue
     }
 
-    /// Runs one user turn, showing its events as they come. Ctrl-C stops it; SIGTERM
-    /// stops it and then ends the chat.
+    /// Runs one user turn through the service, showing its events as they come. Ctrl-C
+    /// stops it; SIGTERM stops it and then ends the chat. A turn the service refuses (a
+    /// busy conversation, no model) says why and counts as failed.
     async fn turn(&mut self, message: String) -> Flow {
         self.view.user_message(&message);
-        let conversation = match &mut self.store {
-            Some(store) => store.conversation(&self.session.cwd).await,
-            None => None,
+        let target = RunTarget {
+            agent: self.agent_name.clone(),
+            conversation_id: self.conversation.clone(),
+            working_folder: None,
         };
-        if let Some(id) = &conversation {
-            // A saved conversation's processes live in its scope (REST and the web UI
-            // reach them with ?conversation=<id>); an unsaved chat keeps its own.
-            self.session.scope = crate::scopes::conversation(id);
-        }
-        let stored = match (&self.store, &conversation) {
-            (Some(store), Some(id)) => {
-                store.mark_run(id, true).await;
-                Some(store.recorder(id.clone()))
+        let prepared = self
+            .service
+            .prepare_instruction_with(target, self.options.clone(), message)
+            .await;
+        let run = match prepared {
+            Ok(run) => run,
+            Err(e) => {
+                self.refused(&e);
+                return Flow::Continue;
             }
-            _ => None,
         };
-        let recorder: &dyn Recorder = match &stored {
-            Some(recorder) => recorder,
-            None => &NoRecorder,
-        };
-        let (flow, outcome) = self.drive(message, recorder).await;
-        // A turn whose messages were not saved says so (its `done` is already shown).
-        let outcome = match (&stored, outcome) {
-            (Some(recorder), Some(outcome)) => {
-                let verdict = recorder.verdict(outcome);
-                if let RunOutcome::Failed { code, message } = &verdict {
-                    if code == cmdr_executors::ErrorCode::StoreError.as_str() {
-                        self.view.warn(&format!("error [{code}]: {message}"));
-                    }
-                }
-                Some(verdict)
-            }
-            (_, outcome) => outcome,
-        };
-        if let (Some(store), Some(id)) = (&self.store, &conversation) {
-            store.save_cwd(id, &self.session.cwd).await;
-            store.mark_run(id, false).await;
-        }
-        self.last = outcome;
+        self.conversation = Some(run.info().conversation_id.clone());
+        let (flow, outcome) = self.drive(run).await;
+        self.last = Some(outcome);
         flow
+    }
+
+    /// A turn the service refused before it started.
+    fn refused(&mut self, error: &ServiceError) {
+        let code = error.code();
+        self.view.warn(&format!("error [{code}]: {error}"));
+        self.last = Some(RunOutcome::Failed {
+            code: code.into(),
+            message: error.to_string(),
+        });
     }
 
     /// Runs the turn to its end: events shown, `<ask>` questions answered by the next
     /// input line, signals obeyed.
-    async fn drive(
-        &mut self,
-        message: String,
-        recorder: &dyn Recorder,
-    ) -> (Flow, Option<RunOutcome>) {
+    async fn drive(&mut self, run: PreparedRun) -> (Flow, RunOutcome) {
         let (tx, mut rx) = mpsc::channel(EVENT_BUFFER);
         let cancel = CancellationToken::new();
         let mut ticker = tokio::time::interval(TICK);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let mut flow = Flow::Continue;
         let mut waiting: Option<tokio::sync::oneshot::Sender<String>> = None;
-        let run = self.agent.run_turn_recorded(
-            &mut self.session,
-            message,
-            &self.options,
-            &tx,
-            &cancel,
-            recorder,
-        );
+        let run = run.run(tx, cancel.clone());
         tokio::pin!(run);
         let outcome = loop {
             tokio::select! {
@@ -511,7 +525,7 @@ impl Chat {
             self.view.event(event);
         }
         self.view.turn_end();
-        (flow, Some(outcome))
+        (flow, outcome)
     }
 }
 

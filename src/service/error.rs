@@ -14,9 +14,18 @@ pub enum ServiceError {
     /// The conversation store.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The conversation has a run in progress.
+    /// The conversation has a run in progress (in this process or another).
     #[error("a run is already in progress on conversation '{0}'")]
     RunInProgress(String),
+    /// The conversation's lock file could not be made or locked (`STORE_ERROR`).
+    #[error("cannot take the run lock of conversation '{conversation_id}': {source}")]
+    LockFile {
+        /// The conversation.
+        conversation_id: String,
+        /// What went wrong.
+        #[source]
+        source: super::LockFileError,
+    },
     /// `working_folder` is not an absolute path.
     #[error("working_folder must be an absolute path, got '{0}'")]
     WorkingFolderInvalid(String),
@@ -50,6 +59,21 @@ pub enum ServiceError {
     Internal(String),
 }
 
+impl From<super::LockError> for ServiceError {
+    fn from(error: super::LockError) -> Self {
+        match error {
+            super::LockError::Busy(busy) => Self::RunInProgress(busy.0),
+            super::LockError::File {
+                conversation_id,
+                source,
+            } => Self::LockFile {
+                conversation_id,
+                source,
+            },
+        }
+    }
+}
+
 impl ServiceError {
     /// The stable code (`AGENT_NOT_FOUND`, `RUN_IN_PROGRESS`, …).
     pub fn code(&self) -> ErrorCode {
@@ -57,6 +81,7 @@ impl ServiceError {
             Self::Agent(e) => e.code(),
             Self::Store(e) => e.code(),
             Self::RunInProgress(_) => ErrorCode::RunInProgress,
+            Self::LockFile { .. } => ErrorCode::StoreError,
             Self::WorkingFolderInvalid(_) => ErrorCode::WorkingFolderInvalid,
             Self::WorkingFolderNotFound(_) => ErrorCode::WorkingFolderNotFound,
             Self::PathNotAllowed(_) => ErrorCode::PathNotAllowed,

@@ -1,20 +1,43 @@
 //! The per-conversation run lock: one run at a time per conversation, never blocking
-//! other conversations. In memory, per process.
+//! other conversations. Two halves: a map in memory (this service's runs), and, for a
+//! store other processes can open, a lock file per conversation (`super::lock_file`)
+//! that holds across every process on the same database and dies with its holder.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use dashmap::DashMap;
+
+use super::lock_file::{FileLock, LockDir, LockFileError};
 
 /// The conversations with a run in progress.
 #[derive(Debug, Clone, Default)]
 pub struct RunLocks {
     busy: Arc<DashMap<String, ()>>,
+    /// Where the cross-process locks live; `None`: this process alone uses the store.
+    files: Option<LockDir>,
 }
 
-/// `conversation_id` already has a run in progress.
+/// `conversation_id` already has a run in progress (here or in another process).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("a run is already in progress on conversation '{0}'")]
 pub struct Busy(pub String);
+
+/// Why a conversation's lock was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another run holds it.
+    #[error(transparent)]
+    Busy(#[from] Busy),
+    /// Its lock file could not be made or locked (`STORE_ERROR`).
+    #[error("conversation '{conversation_id}': {source}")]
+    File {
+        /// The conversation.
+        conversation_id: String,
+        /// What went wrong.
+        source: LockFileError,
+    },
+}
 
 /// Holds a conversation's lock; dropping it (on every path: success, error, abort,
 /// panic unwinding) releases it.
@@ -22,30 +45,55 @@ pub struct Busy(pub String);
 pub struct RunGuard {
     busy: Arc<DashMap<String, ()>>,
     conversation_id: String,
+    /// The cross-process half, released with the guard (or by the kernel, at death).
+    file: Option<FileLock>,
 }
 
 impl RunLocks {
-    /// No conversation is busy.
+    /// No conversation is busy; locks hold in this process only.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Takes the lock of `conversation_id` at once, or fails with [`Busy`].
-    pub fn try_lock(&self, conversation_id: &str) -> Result<RunGuard, Busy> {
-        use dashmap::mapref::entry::Entry;
-        match self.busy.entry(conversation_id.to_owned()) {
-            Entry::Occupied(_) => Err(Busy(conversation_id.to_owned())),
-            Entry::Vacant(slot) => {
-                slot.insert(());
-                Ok(RunGuard {
-                    busy: Arc::clone(&self.busy),
-                    conversation_id: conversation_id.to_owned(),
-                })
-            }
+    /// Locks that also hold across processes, through lock files in `dir`.
+    pub fn across_processes(dir: PathBuf) -> Self {
+        Self {
+            busy: Arc::default(),
+            files: Some(LockDir::new(dir)),
         }
     }
 
-    /// Whether `conversation_id` has a run in progress.
+    /// Takes the lock of `conversation_id` at once, or fails with [`LockError::Busy`]
+    /// when a run holds it, in this process or (with a lock directory) another. Blocking
+    /// when there is a lock directory (a file is opened): call it off the runtime.
+    pub fn try_lock(&self, conversation_id: &str) -> Result<RunGuard, LockError> {
+        use dashmap::mapref::entry::Entry;
+        let busy = || LockError::Busy(Busy(conversation_id.to_owned()));
+        match self.busy.entry(conversation_id.to_owned()) {
+            Entry::Occupied(_) => return Err(busy()),
+            Entry::Vacant(slot) => {
+                slot.insert(());
+            }
+        }
+        // Held in memory from here; dropped on a refusal below, which releases it.
+        let mut guard = RunGuard {
+            busy: Arc::clone(&self.busy),
+            conversation_id: conversation_id.to_owned(),
+            file: None,
+        };
+        if let Some(files) = &self.files {
+            guard.file = Some(files.try_lock(conversation_id).map_err(|e| match e {
+                LockFileError::Held => busy(),
+                source => LockError::File {
+                    conversation_id: conversation_id.to_owned(),
+                    source,
+                },
+            })?);
+        }
+        Ok(guard)
+    }
+
+    /// Whether `conversation_id` has a run in progress in this process.
     pub fn is_busy(&self, conversation_id: &str) -> bool {
         self.busy.contains_key(conversation_id)
     }
@@ -60,6 +108,8 @@ impl RunGuard {
 
 impl Drop for RunGuard {
     fn drop(&mut self) {
+        // The file first: once the map says free, the file is free too.
+        drop(self.file.take());
         self.busy.remove(&self.conversation_id);
     }
 }
@@ -73,7 +123,7 @@ mod tests {
         let locks = RunLocks::new();
         let guard = locks.try_lock("a").ok();
         assert!(guard.is_some());
-        assert_eq!(locks.try_lock("a").err(), Some(Busy("a".to_owned())));
+        assert!(matches!(locks.try_lock("a"), Err(LockError::Busy(Busy(id))) if id == "a"));
         assert!(locks.try_lock("b").is_ok(), "other conversations are free");
         drop(guard);
         assert!(!locks.is_busy("a"));
@@ -90,5 +140,19 @@ mod tests {
         }));
         assert!(result.is_err());
         assert!(!locks.is_busy("p"));
+    }
+
+    #[test]
+    fn across_processes_a_held_file_refuses_another_service() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, other) = (
+            RunLocks::across_processes(dir.path().to_path_buf()),
+            RunLocks::across_processes(dir.path().to_path_buf()),
+        );
+        let guard = one.try_lock("c").unwrap();
+        assert!(matches!(other.try_lock("c"), Err(LockError::Busy(_))));
+        assert!(!other.is_busy("c"), "a refused lock leaves no trace");
+        drop(guard);
+        assert!(other.try_lock("c").is_ok());
     }
 }

@@ -4,12 +4,14 @@
 //! - `prepare`: [`RunTarget`] and the checks before a run (`prepare_instruction`,
 //!   `prepare_command`), in a fixed order, ending with the conversation's lock.
 //! - `run`: [`PreparedRun`] (holds the lock) and running it, persisting as it goes.
-//! - `locks`: [`RunLocks`], one run per conversation.
+//! - `locks`: [`RunLocks`], one run per conversation, across every process on the same
+//!   database (`lock_file`: a kernel-released lock file per conversation).
 //! - `reads`: [`ConversationReads`], the model's read positions of each conversation's
 //!   processes, kept between runs.
 //! - `error`: [`ServiceError`], the stable codes and their classes.
 
 mod error;
+mod lock_file;
 mod locks;
 mod prepare;
 mod reads;
@@ -27,7 +29,8 @@ use crate::store::{Conversation, Store, StoreError, StoredTurn};
 
 pub use cmdr_executors::ErrorClass;
 pub use error::ServiceError;
-pub use locks::{Busy, RunGuard, RunLocks};
+pub use lock_file::LockFileError;
+pub use locks::{Busy, LockError, RunGuard, RunLocks};
 pub use prepare::RunTarget;
 pub use reads::ConversationReads;
 pub use run::{PreparedRun, RunInfo, StoreRecorder};
@@ -51,19 +54,24 @@ struct Inner {
 
 impl AgentService {
     /// A service over the agents of `catalog`, persisting in `store`, running with
-    /// `agent_loop`; runs without a working folder start in `default_cwd`.
+    /// `agent_loop`; runs without a working folder start in `default_cwd`. A store other
+    /// processes can open (`Store::lock_dir`) gets conversation locks that hold across
+    /// them.
     pub fn new(
         catalog: AgentCatalog,
         store: Arc<dyn Store>,
         agent_loop: AgentLoop,
         default_cwd: PathBuf,
     ) -> Self {
+        let locks = store
+            .lock_dir()
+            .map_or_else(RunLocks::new, RunLocks::across_processes);
         Self {
             inner: Arc::new(Inner {
                 catalog: Arc::new(catalog),
                 store,
                 agent_loop,
-                locks: RunLocks::new(),
+                locks,
                 reads: ConversationReads::default(),
                 default_cwd,
             }),

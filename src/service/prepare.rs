@@ -41,7 +41,31 @@ impl AgentService {
             ));
         }
         let agent = self.load_agent(&target.agent).await?;
-        self.prepare(target, agent, Steps::Instruction(instruction))
+        let options = run_options(&agent);
+        let target = RunTarget {
+            agent: agent.name,
+            ..target
+        };
+        self.prepare(target, options, Steps::Instruction(instruction))
+            .await
+    }
+
+    /// Checks a plain run of `instruction` with settings the caller chose instead of an
+    /// agent's files (`cmdr chat`: its flags), and takes the conversation's lock. No
+    /// agent folder is read: `target.agent` only names the agent the conversation is
+    /// stored under (and must own it, when given).
+    pub async fn prepare_instruction_with(
+        &self,
+        target: RunTarget,
+        options: RunOptions,
+        instruction: String,
+    ) -> Result<PreparedRun, ServiceError> {
+        if instruction.trim().is_empty() {
+            return Err(ServiceError::InvalidRequest(
+                "the instruction is empty".to_owned(),
+            ));
+        }
+        self.prepare(target, options, Steps::Instruction(instruction))
             .await
     }
 
@@ -54,20 +78,26 @@ impl AgentService {
     ) -> Result<PreparedRun, ServiceError> {
         let command = self.load_command(&target.agent, command_name).await?;
         let agent = self.load_agent(&target.agent).await?;
-        self.prepare(target, agent, Steps::Command(command)).await
+        let options = run_options(&agent);
+        let target = RunTarget {
+            agent: agent.name,
+            ..target
+        };
+        self.prepare(target, options, Steps::Command(command)).await
     }
 
+    /// The checks common to every run (working folder onwards), for a run of
+    /// `target.agent` with `options`.
     async fn prepare(
         &self,
         target: RunTarget,
-        agent: Agent,
+        options: RunOptions,
         steps: Steps,
     ) -> Result<PreparedRun, ServiceError> {
         let working_folder = match &target.working_folder {
             Some(folder) => Some(self.check_working_folder(folder.clone()).await?),
             None => None,
         };
-        let options = run_options(&agent);
         let model_id = self
             .agent_loop()
             .model_id(&options)
@@ -77,15 +107,14 @@ impl AgentService {
             Some(id) => check_conversation_id(id)?,
             None => uuid::Uuid::new_v4().to_string(),
         };
-        let guard = self
-            .locks()
-            .try_lock(&conversation_id)
-            .map_err(|busy| ServiceError::RunInProgress(busy.0))?;
+        let locks = self.locks().clone();
+        let id = conversation_id.clone();
+        let guard = blocking(move || locks.try_lock(&id)).await??;
         let session = self
-            .open_session(&conversation_id, &agent.name, given, working_folder)
+            .open_session(&conversation_id, &target.agent, given, working_folder)
             .await?;
         let info = RunInfo {
-            agent_name: agent.name.clone(),
+            agent_name: target.agent,
             command_name: match &steps {
                 Steps::Command(command) => Some(command.name.clone()),
                 Steps::Instruction(_) => None,
@@ -139,8 +168,13 @@ impl AgentService {
             .iter()
             .map(|turn| turn.to_message())
             .collect();
+        // Where its last command left off, unless that directory is gone since.
+        let saved = match conversation.cwd.map(PathBuf::from) {
+            Some(dir) => blocking(move || dir.is_dir().then_some(dir)).await?,
+            None => None,
+        };
         let cwd = working_folder
-            .or_else(|| conversation.cwd.map(PathBuf::from))
+            .or(saved)
             .unwrap_or_else(|| self.default_cwd().to_owned());
         let mut session = Session::new(cwd).in_scope(crate::scopes::conversation(id));
         session.messages = messages;

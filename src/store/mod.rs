@@ -52,6 +52,7 @@ mod schema;
 mod sqlite;
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
@@ -119,6 +120,13 @@ pub trait Store: Send + Sync + 'static {
     fn end_run<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, ()> {
         let _ = conversation_id;
         Box::pin(async { Ok(()) })
+    }
+
+    /// Where the processes sharing this store take their per-conversation run locks
+    /// (`crate::service::RunLocks`): a directory next to the database file. `None` for a
+    /// store no other process can open (in memory): its locks live in memory only.
+    fn lock_dir(&self) -> Option<PathBuf> {
+        None
     }
 
     /// Every run marker: runs in progress, in this process or another, or left open by a

@@ -24,6 +24,8 @@ pub struct SqliteStore {
     worker: Worker,
     /// This process, as run markers name it.
     owner: String,
+    /// `<database file>.locks` (the file's real path); `None` in memory.
+    lock_dir: Option<PathBuf>,
 }
 
 impl SqliteStore {
@@ -38,7 +40,9 @@ impl SqliteStore {
             .map_err(|err| StoreError::Database(format!("cannot open {name}: {err}")))?;
         schema::configure(&conn).map_err(|e| in_file(&name, e))?;
         schema::migrate(&mut conn).map_err(|e| in_file(&name, e))?;
-        Self::start(conn, &name)
+        let mut store = Self::start(conn, &name)?;
+        store.lock_dir = Some(lock_dir_of(path));
+        Ok(store)
     }
 
     /// Where the database lives by default: `$CMDR_DATA_DIR`, else `$XDG_DATA_HOME/cmdr`
@@ -48,7 +52,8 @@ impl SqliteStore {
         data_dir(|key| std::env::var_os(key)).join(DB_FILE_NAME)
     }
 
-    /// A fresh database in memory, gone when the store is dropped (for tests).
+    /// A fresh database in memory, gone when the store is dropped (tests, and
+    /// `cmdr chat --ephemeral`).
     pub fn open_in_memory() -> Result<Self, StoreError> {
         let name = ":memory:";
         let mut conn = Connection::open_in_memory()?;
@@ -62,6 +67,7 @@ impl SqliteStore {
         Ok(Self {
             worker: Worker::spawn(conn, name)?,
             owner: crate::owner::this_process(),
+            lock_dir: None,
         })
     }
 }
@@ -141,6 +147,10 @@ impl Store for SqliteStore {
             .call(move |conn| markers::end(conn, &conversation_id, &owner))
     }
 
+    fn lock_dir(&self) -> Option<PathBuf> {
+        self.lock_dir.clone()
+    }
+
     fn run_markers(&self) -> StoreFuture<'_, Vec<RunMarker>> {
         self.worker.call(markers::all)
     }
@@ -162,6 +172,16 @@ fn file_name(path: &Path) -> String {
         || DB_FILE_NAME.to_owned(),
         |name| name.to_string_lossy().into_owned(),
     )
+}
+
+/// The directory of the run locks of the database at `path`: beside its real path (a
+/// symbolic link or a relative path names the same directory as the file itself), named
+/// after it, so two databases in one directory do not share locks.
+fn lock_dir_of(path: &Path) -> PathBuf {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut dir = real.into_os_string();
+    dir.push(".locks");
+    PathBuf::from(dir)
 }
 
 /// Creates the directories the database file goes in.

@@ -17,8 +17,8 @@ use crate::agent::fake_llm::{FakeLlm, Reply};
 
 use cmdr_test_support::PATIENCE;
 
-/// A running `cmdr chat`.
-struct Chat {
+/// A running `cmdr chat` (also used by `super::chat_lock`).
+pub(super) struct Chat {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: Lines<BufReader<ChildStdout>>,
@@ -37,7 +37,7 @@ impl Chat {
     }
 
     /// Starts `cmdr chat` with `args` in `folder`, talking to `llm`.
-    fn start_with(llm: Option<&FakeLlm>, folder: &Path, args: &[&str]) -> Chat {
+    pub(super) fn start_with(llm: Option<&FakeLlm>, folder: &Path, args: &[&str]) -> Chat {
         let mut command = chat_command();
         command.arg("--working-folder").arg(folder).args(args);
         if let Some(llm) = llm {
@@ -73,7 +73,7 @@ impl Chat {
     }
 
     /// Types `line` and Enter.
-    async fn send(&mut self, line: &str) {
+    pub(super) async fn send(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("stdin still open");
         stdin
             .write_all(format!("{line}\n").as_bytes())
@@ -83,7 +83,7 @@ impl Chat {
     }
 
     /// Sends `signal` to the chat process.
-    fn signal(&self, signal: Signal) {
+    pub(super) fn signal(&self, signal: Signal) {
         let pid = i32::try_from(self.child.id().expect("still running")).unwrap();
         kill(Pid::from_raw(pid), signal).unwrap();
     }
@@ -106,13 +106,13 @@ impl Chat {
     }
 
     /// Reads stdout until exactly `expected` is printed.
-    async fn wait_line(&mut self, expected: &str) -> usize {
+    pub(super) async fn wait_line(&mut self, expected: &str) -> usize {
         self.wait_for(&format!("line {expected:?}"), |line| line == expected)
             .await
     }
 
     /// Reads stderr until a line contains `text`.
-    async fn wait_stderr(&mut self, text: &str) {
+    pub(super) async fn wait_stderr(&mut self, text: &str) {
         let deadline = Instant::now() + PATIENCE;
         loop {
             match timeout_at(deadline, self.stderr.recv()).await {
@@ -131,13 +131,13 @@ impl Chat {
 
     /// Closes stdin (Ctrl-D) if still open, waits for the exit; returns the status and
     /// everything printed on stdout and stderr.
-    async fn exit(mut self) -> (ExitStatus, Vec<String>, String) {
+    pub(super) async fn exit(mut self) -> (ExitStatus, Vec<String>, String) {
         self.stdin = None;
         self.wait_exit().await
     }
 
     /// Waits for the exit with stdin left open (no end of input competing).
-    async fn wait_exit(mut self) -> (ExitStatus, Vec<String>, String) {
+    pub(super) async fn wait_exit(mut self) -> (ExitStatus, Vec<String>, String) {
         let deadline = Instant::now() + PATIENCE;
         while let Ok(Ok(Some(line))) = timeout_at(deadline, self.stdout.next_line()).await {
             self.seen.push(line);
@@ -446,4 +446,39 @@ async fn the_exit_status_says_whether_the_last_turn_ended_normally() {
     chat.wait_line("fine now").await;
     let (status, _, _) = chat.exit().await;
     assert_eq!(status.code(), Some(0), "the last turn succeeded");
+}
+
+/// A resumed conversation whose last directory was deleted since runs its commands in
+/// the chat's working folder (not in a directory that cannot be entered).
+#[tokio::test]
+async fn a_resumed_conversation_whose_folder_is_gone_runs_in_the_working_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = std::fs::canonicalize(dir.path()).unwrap();
+    let gone = folder.join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("cmdr.sqlite3");
+    let db_arg = db.to_str().unwrap();
+    let llm = FakeLlm::start(vec![
+        Reply::text("Noted."),
+        Reply::text("<shell>pwd</shell>"),
+    ])
+    .await;
+    let mut chat = Chat::start_with(Some(&llm), &gone, &["--db", db_arg]);
+    chat.send("remember this folder").await;
+    chat.wait_line("Noted.").await;
+    let (status, _, stderr) = chat.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let store = cmdr::store::SqliteStore::open(&db).unwrap();
+    use cmdr::store::Store;
+    let id = store.conversations(None).await.unwrap()[0].id.clone();
+    drop(store);
+    std::fs::remove_dir(&gone).unwrap();
+
+    let args = ["--db", db_arg, "--conversation", &id];
+    let mut chat = Chat::start_with(Some(&llm), &folder, &args);
+    chat.send("where are we?").await;
+    chat.wait_line(&format!("  │ {}", folder.display())).await;
+    let (status, _, stderr) = chat.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
 }

@@ -2,6 +2,7 @@
 
 mod agent_loop;
 mod chat_cli;
+mod chat_lock;
 use cmdr_test_support::fake_llm;
 mod llm_client;
 mod model_numbers;

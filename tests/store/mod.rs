@@ -741,3 +741,22 @@ async fn opening_a_database_never_kills_anything() {
     let again = cmdr::recovery::recover(store.as_ref()).await.unwrap();
     assert_eq!(again, cmdr::recovery::Recovered::default());
 }
+
+/// The run locks of a database live beside its real path, named after it: the same
+/// directory whichever path (a symbolic link, another spelling) opened it; none for a
+/// database in memory, which no other process can open.
+#[test]
+fn the_lock_dir_is_beside_the_real_database_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    let file = real.join("data/cmdr.sqlite3");
+    let store = SqliteStore::open(&file).unwrap();
+    let expected = real.join("data/cmdr.sqlite3.locks");
+    assert_eq!(store.lock_dir(), Some(expected.clone()));
+    drop(store);
+    let link = real.join("link.sqlite3");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    let through_link = SqliteStore::open(&link).unwrap();
+    assert_eq!(through_link.lock_dir(), Some(expected));
+    assert_eq!(SqliteStore::open_in_memory().unwrap().lock_dir(), None);
+}
