@@ -6,7 +6,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use cmdr_executors::Registry;
 use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
@@ -15,11 +14,11 @@ use super::chat_view::TICK;
 use super::confine::{self, ConfineArgs};
 use super::setup::{llm_client, view};
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
-use crate::agent::{AgentLoop, RunOutcome, TurnStatus, DEFAULT_MAX_ITERATIONS};
+use crate::agent::{RunOutcome, TurnStatus, DEFAULT_MAX_ITERATIONS};
 use crate::agents::AgentCatalog;
-use crate::app::RegistryBuilder;
+use crate::app::{App, AppConfig, Executors, RegistryBuilder, SetupError, StoreChoice};
 use crate::service::{AgentService, PreparedRun, RunTarget, ServiceError};
-use crate::store::{SqliteStore, Store, StoredTurn};
+use crate::store::{SqliteStore, StoreError, StoredTurn};
 
 /// Where agents and conversations live (shared by the agent subcommands).
 #[derive(Debug, Clone, clap::Args)]
@@ -127,30 +126,38 @@ impl ServiceOptions {
         )
     }
 
-    fn store(&self) -> Result<Arc<dyn Store>, ServiceError> {
-        let path = self.db.clone().unwrap_or_else(SqliteStore::default_path);
-        Ok(Arc::new(SqliteStore::open(&path)?))
-    }
-
     /// The service for subcommands that run nothing.
-    fn service(&self) -> Result<AgentService, ServiceError> {
-        self.service_with(None, RegistryBuilder::new().build())
+    async fn service(&self) -> Result<AgentService, ServiceError> {
+        Ok(self.app(None, RegistryBuilder::new()).await?.service)
     }
 
-    /// The service; `llm` only for subcommands that run agents, commands in `registry`.
-    fn service_with(
+    /// cmdr put together ([`App::build`]); `llm` only for subcommands that run agents,
+    /// their commands in the registry `builder` makes.
+    async fn app(
         &self,
         llm: Option<Arc<dyn crate::llm::LlmClient>>,
-        registry: Registry,
-    ) -> Result<AgentService, ServiceError> {
+        builder: RegistryBuilder,
+    ) -> Result<App, ServiceError> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        let cwd = confine::default_folder(cwd, &registry.confinement().paths);
-        Ok(AgentService::new(
-            self.catalog(),
-            self.store()?,
-            AgentLoop::new(llm, registry),
-            cwd,
-        ))
+        let default_cwd = confine::default_folder(cwd, builder.paths());
+        let agents_dir = self
+            .agents_dir
+            .clone()
+            .unwrap_or_else(AgentCatalog::default_dir);
+        let db = self.db.clone().unwrap_or_else(SqliteStore::default_path);
+        let config = AppConfig {
+            executors: Executors::Local(Box::new(builder)),
+            questions: None,
+            llm,
+            store: StoreChoice::Open(db),
+            agents_dir,
+            default_cwd,
+            reap_orphans: false,
+        };
+        App::build(config).await.map_err(|e| match e {
+            SetupError::Database { source, .. } => ServiceError::Store(source),
+            other => ServiceError::Store(StoreError::Database(other.to_string())),
+        })
     }
 }
 
@@ -200,7 +207,7 @@ pub async fn run_commands(args: CommandsArgs) -> u8 {
 }
 
 async fn list_commands(options: &ServiceOptions, agent: Option<String>) -> u8 {
-    let service = match options.service() {
+    let service = match options.service().await {
         Ok(service) => service,
         Err(e) => return fail(&e),
     };
@@ -240,19 +247,20 @@ async fn run_command(
     command: &str,
     confine: &ConfineArgs,
 ) -> u8 {
-    let registry = match confine.builder() {
-        Ok(builder) => builder.build(),
+    let builder = match confine.builder() {
+        Ok(builder) => builder,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "error [INVALID_REQUEST]: {e}");
             return EXIT_USAGE;
         }
     };
-    confine::report("cmdr commands run", registry.confinement());
-    let service = match options.service_with(llm_client(None, None), registry) {
-        Ok(service) => service,
+    let service = match options.app(llm_client(None, None), builder).await {
+        Ok(app) => {
+            confine::report("cmdr commands run", app.registry.confinement());
+            app.service
+        }
         Err(e) => return fail(&e),
     };
-    crate::recovery::recover_or_log(service.store().as_ref()).await;
     let run = match service.prepare_command(target, command).await {
         Ok(run) => run,
         Err(e) => return fail(&e),
@@ -310,7 +318,7 @@ async fn drive(run: PreparedRun, view: &mut super::chat_view::ChatView) -> (RunO
 
 /// Runs `cmdr conversations …`.
 pub async fn run_conversations(args: ConversationsArgs) -> u8 {
-    let service = match args.options.service() {
+    let service = match args.options.service().await {
         Ok(service) => service,
         Err(e) => return fail(&e),
     };

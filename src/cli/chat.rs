@@ -19,8 +19,6 @@ use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cmdr_executors::Registry;
-
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
@@ -33,9 +31,10 @@ use super::confine::{self, ConfineArgs};
 use super::setup::{llm_client, view};
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 use crate::agent::{
-    system_prompt, AgentLoop, RunOptions, RunOutcome, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS,
+    system_prompt, RunOptions, RunOutcome, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS,
 };
 use crate::agents::AgentCatalog;
+use crate::app::{App, AppConfig, Executors, StoreChoice};
 use crate::service::{AgentService, PreparedRun, RunTarget, ServiceError};
 
 /// Events of a run buffered between the loop and the screen.
@@ -88,14 +87,14 @@ pub struct ChatArgs {
 /// Runs `cmdr chat`; returns the exit status.
 pub async fn run(args: ChatArgs) -> u8 {
     let (broker, questions) = ChatInput::new();
-    let registry = match args.confine.builder() {
-        Ok(builder) => builder.input_broker(std::sync::Arc::new(broker)).build(),
+    let builder = match args.confine.builder() {
+        Ok(builder) => builder,
         Err(message) => {
             eprint_line(&format!("cmdr chat: {message}"));
             return EXIT_USAGE;
         }
     };
-    let paths = &registry.confinement().paths;
+    let paths = builder.paths();
     let folder = match working_folder(args.working_folder.as_deref()) {
         Ok(folder) if args.working_folder.is_none() => confine::default_folder(folder, paths),
         Ok(folder) => match confine::check_folder(&folder, paths) {
@@ -110,14 +109,10 @@ pub async fn run(args: ChatArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    confine::report("cmdr chat", registry.confinement());
     let store = match open_store(&args) {
         Ok(store) => store,
         Err(code) => return code,
     };
-    if store.is_saved() {
-        crate::recovery::recover_or_log(store.store().as_ref()).await;
-    }
     let agent_name = match &args.conversation {
         Some(id) => match store.owner_of(id).await {
             Ok(agent) => agent,
@@ -129,7 +124,29 @@ pub async fn run(args: ChatArgs) -> u8 {
         None => CHAT_AGENT.to_owned(),
     };
     let signals = Signals::install();
-    let service = chat_service(&store, registry, args.model.as_deref(), &folder);
+    // No agent folder is read: a chat's settings are its flags.
+    let config = AppConfig {
+        executors: Executors::Local(Box::new(builder)),
+        questions: Some(std::sync::Arc::new(broker)),
+        llm: llm_client(Some("cmdr chat"), args.model.as_deref()),
+        store: StoreChoice::Given {
+            store: store.store(),
+            saved: store.is_saved(),
+        },
+        agents_dir: AgentCatalog::default_dir(),
+        default_cwd: folder.clone(),
+        reap_orphans: false,
+    };
+    let service = match App::build(config).await {
+        Ok(app) => {
+            confine::report("cmdr chat", app.registry.confinement());
+            app.service
+        }
+        Err(e) => {
+            eprint_line(&format!("cmdr chat: {e}"));
+            return EXIT_FAILED;
+        }
+    };
     let options = RunOptions {
         system_prompt: system_prompt(None),
         model: args.model,
@@ -156,20 +173,6 @@ pub async fn run(args: ChatArgs) -> u8 {
     let registry = chat.service.agent_loop().registry();
     registry.shutdown(Duration::ZERO).await;
     status
-}
-
-/// The service the chat's turns run through: the chat's registry and model, its
-/// database; turns of a new conversation start in `folder`.
-fn chat_service(
-    store: &ChatStore,
-    registry: Registry,
-    model: Option<&str>,
-    folder: &Path,
-) -> AgentService {
-    let agent_loop = AgentLoop::new(llm_client(Some("cmdr chat"), model), registry);
-    // No agent folder is read: a chat's settings are its flags.
-    let catalog = AgentCatalog::new(AgentCatalog::default_dir());
-    AgentService::new(catalog, store.store(), agent_loop, folder.to_path_buf())
 }
 
 /// The chat's database: in memory with `--ephemeral`; one that cannot be opened is a

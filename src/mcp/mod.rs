@@ -35,5 +35,5 @@ pub use cancel::ClientGone;
 pub use http::{http_router, http_router_with, SSE_KEEP_ALIVE};
 pub use progress::HEARTBEAT;
 pub use session_limits::{SessionLimits, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE};
-pub use stdio::serve_stdio;
+pub use stdio::{serve_stdio, StdioError};
 pub use tools::{tools, CmdrMcp};

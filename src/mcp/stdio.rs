@@ -18,10 +18,21 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// otherwise keep the process alive for ever, its write blocked on a full stdout.
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
+/// Why MCP over stdio stopped with a failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StdioError {
+    /// The session could not start (the handshake failed).
+    #[error("MCP over stdio failed to start: {0}")]
+    Start(String),
+    /// The session failed while serving.
+    #[error("MCP over stdio failed: {0}")]
+    Serve(String),
+}
+
 /// Serves MCP on stdin/stdout until the client closes stdin (or `state.shutdown` fires);
 /// runs still in progress are then stopped, and their `stopped` turns persisted, before
 /// this returns.
-pub async fn serve_stdio(state: AppState) -> Result<(), String> {
+pub async fn serve_stdio(state: AppState) -> Result<(), StdioError> {
     let shutdown = state.shutdown.clone();
     let handler = CmdrMcp::new(state);
     // Watched from the start: rmcp answers requests before `initialize` too (pings), and
@@ -40,7 +51,7 @@ pub async fn serve_stdio(state: AppState) -> Result<(), String> {
         Err(ServerInitializeError::ConnectionClosed(_) | ServerInitializeError::Cancelled) => {
             return Ok(())
         }
-        Err(e) => return Err(format!("MCP over stdio failed to start: {e}")),
+        Err(e) => return Err(StdioError::Start(e.to_string())),
     };
     let quit = over.bound(running.waiting()).await;
     handler.stop_calls(STOP_GRACE).await;
@@ -51,7 +62,7 @@ pub async fn serve_stdio(state: AppState) -> Result<(), String> {
             tracing::debug!(?reason, "MCP stdio session ended");
             Ok(())
         }
-        Some(Err(e)) => Err(format!("MCP over stdio failed: {e}")),
+        Some(Err(e)) => Err(StdioError::Serve(e.to_string())),
         None => {
             tracing::warn!("the MCP client does not read its replies: ending without them");
             Ok(())

@@ -16,15 +16,10 @@ use cmdr_executors::{ActorLoad, EnvPolicy, PathPolicy, PendingInputs, Registry};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::AgentLoop;
-use crate::agents::AgentCatalog;
-use crate::app::{RegistryBuilder, SetupError};
+use crate::app::{App, AppConfig, Executors, RegistryBuilder, SetupError, StoreChoice};
 use crate::llm::LlmClient;
 use crate::nats::connect::{connected_server, NatsConnect};
-use crate::nats::producer::Producer;
-use crate::nats::remote::RemoteExecutor;
 use crate::service::AgentService;
-use crate::store::{SqliteStore, Store};
 
 pub use auth::require_token;
 pub use input_keys::{InputKeys, RequesterKey};
@@ -184,60 +179,45 @@ impl AppState {
         self.shutdown.child_token()
     }
 
-    /// Opens the database (and closes the runs of dead processes: `crate::recovery`),
-    /// connects to NATS if asked, and wires the registry, the agent loop (with `llm`, if a
-    /// model is configured) and the service together.
+    /// cmdr put together for a server ([`App::build`]): its shells marked for orphan
+    /// reaping, questions answered through the returned state's pending inputs.
     pub async fn build(
         config: StateConfig,
         llm: Option<Arc<dyn LlmClient>>,
     ) -> Result<Self, SetupError> {
         let inputs = PendingInputs::new();
-        // A server kills its processes whenever it ends normally, so its shells are marked
-        // like a worker's: once it is dead (SIGKILL, OOM), whatever of theirs still runs is
-        // an orphan, which the next server or worker on the host ends at its start-up.
-        match tokio::task::spawn_blocking(crate::orphans::reap_dead_workers).await {
-            Ok(killed) if !killed.is_empty() => {
-                tracing::warn!(?killed, "ended processes a killed cmdr left behind");
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!("sweeping for orphans: {e}"),
-        }
-        let (registry, nats) = match &config.nats {
-            None => (
-                local_builder(
-                    &inputs,
-                    config.paths.clone(),
-                    config.landlock,
-                    config.shell_env.clone(),
-                )
-                .max_concurrent(config.max_concurrent)
-                .session_idle(config.session_idle)
-                .worker_shells()
-                .build(),
-                None,
-            ),
-            Some(connect) => {
-                let (registry, client) =
-                    remote_registry(connect, &inputs, config.max_concurrent).await?;
-                (registry, Some(client))
-            }
+        let executors = match config.nats {
+            None => Executors::Local(Box::new(
+                RegistryBuilder::new()
+                    .confine(config.paths, config.landlock)
+                    .shell_env(config.shell_env)
+                    .max_concurrent(config.max_concurrent)
+                    .session_idle(config.session_idle)
+                    .worker_shells(),
+            )),
+            Some(connect) => Executors::Remote {
+                connect: Box::new(connect),
+                max_concurrent: config.max_concurrent,
+            },
         };
-        let store: Arc<dyn Store> =
-            Arc::new(
-                SqliteStore::open(&config.db).map_err(|source| SetupError::Database {
-                    path: config.db.clone(),
-                    source,
-                })?,
-            );
-        crate::recovery::recover_or_log(store.as_ref()).await;
-        let service = AgentService::new(
-            AgentCatalog::new(config.agents_dir),
-            store,
-            AgentLoop::new(llm, registry.clone()),
-            config.default_cwd,
-        );
-        let mut state = Self::new(service, registry, inputs, config.auth_token, nats)
-            .map_err(SetupError::Random)?;
+        let app = App::build(AppConfig {
+            executors,
+            questions: Some(Arc::new(inputs.clone())),
+            llm,
+            store: StoreChoice::Open(config.db),
+            agents_dir: config.agents_dir,
+            default_cwd: config.default_cwd,
+            reap_orphans: true,
+        })
+        .await?;
+        let mut state = Self::new(
+            app.service,
+            app.registry,
+            inputs,
+            config.auth_token,
+            app.nats,
+        )
+        .map_err(SetupError::Random)?;
         state.combined_limit = config.combined_limit;
         Ok(state)
     }
@@ -353,36 +333,9 @@ pub fn confined_registry(
     landlock: bool,
     shell_env: EnvPolicy,
 ) -> Registry {
-    local_builder(inputs, paths, landlock, shell_env).build()
-}
-
-/// The builder of [`confined_registry`], for more settings.
-fn local_builder(
-    inputs: &PendingInputs,
-    paths: PathPolicy,
-    landlock: bool,
-    shell_env: EnvPolicy,
-) -> RegistryBuilder {
     RegistryBuilder::new()
         .confine(paths, landlock)
         .shell_env(shell_env)
         .input_broker(Arc::new(inputs.clone()))
-}
-
-/// A registry whose commands run on the worker pool reached by `connect`, `max_concurrent`
-/// of a type in flight at once; workers' questions are answered through `inputs`.
-async fn remote_registry(
-    connect: &NatsConnect,
-    inputs: &PendingInputs,
-    max_concurrent: usize,
-) -> Result<(Registry, async_nats::Client), SetupError> {
-    let client = connect.connect().await?;
-    let producer = Producer::new(client.clone())
-        .with_id(&connect.producer_id())
-        .map_err(|e| SetupError::Flag(format!("--producer-id: {e}")))?;
-    let producer = producer.with_input_broker(Arc::new(inputs.clone()));
-    Ok((
-        RemoteExecutor::registry_with_limit(producer, max_concurrent),
-        client,
-    ))
+        .build()
 }
