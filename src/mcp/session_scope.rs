@@ -2,7 +2,7 @@
 //!
 //! rmcp makes one handler per session (streamable HTTP with sessions) or one for the
 //! connection (stdio); each gets its own `SessionScope`. The scope is `mcp:<session id>`
-//! — the `Mcp-Session-Id` of the requests, known from the first call (stdio: `mcp:stdio`)
+//! — the `Mcp-Session-Id` of the requests, known from the first call (stdio: `mcp:stdio-<fresh uuid>`, one per process)
 //! — and ends, killing its processes, when the session does: `DELETE`, idle expiry,
 //! server shutdown (the handler is dropped) or stdin closed (`serve_stdio` ends it).
 //! Requests without a session (protocol versions that have none) share the scope `mcp`,
@@ -58,8 +58,10 @@ impl SessionScope {
     /// The scope a call of `context` runs in.
     pub(super) fn scope(&self, context: &RequestContext<RoleServer>) -> Scope {
         let session = match context.extensions.get::<axum::http::request::Parts>() {
-            // Stdio: the connection is the session.
-            None => "stdio".to_owned(),
+            // Stdio: the connection is the session, one of its own: several `cmdr mcp`
+            // of one producer (`--nats`, one NATS user) share the workers, and one
+            // ending must not end another's processes there.
+            None => format!("stdio-{}", uuid::Uuid::new_v4().simple()),
             Some(parts) => match parts.headers.get(SESSION_HEADER) {
                 Some(id) if self.initialized.load(Ordering::Acquire) => {
                     String::from_utf8_lossy(id.as_bytes()).into_owned()

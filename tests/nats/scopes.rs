@@ -146,3 +146,85 @@ async fn a_scope_header_cannot_reach_another_producers_processes() {
     assert!(!gone(pid));
     alice.end_scope(&Scope::default()).await;
 }
+
+/// A `cmdr mcp --nats` on stdin/stdout, without a model; its pid.
+async fn cmdr_mcp_over(
+    server: &NatsServer,
+    db: &std::path::Path,
+) -> (rmcp::service::RunningService<rmcp::RoleClient, ()>, u32) {
+    use rmcp::ServiceExt;
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_cmdr"));
+    command
+        .args(["mcp", "--nats", &server.url(), "--db"])
+        .arg(db)
+        .env_remove("CMDR_LLM_BASE_URL")
+        .env_remove("CMDR_LLM_MODEL")
+        .env_remove("CMDR_LLM_API_KEY")
+        .env_remove("CMDR_AUTH_TOKEN");
+    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    let pid = transport.id().unwrap();
+    (().serve(transport).await.unwrap(), pid)
+}
+
+/// The JSON of a tool result's one text content.
+fn tool_json(result: &rmcp::model::CallToolResult) -> Value {
+    let text = &result.content[0].as_text().unwrap().text;
+    serde_json::from_str(text).unwrap()
+}
+
+async fn tool(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    name: &'static str,
+    args: Value,
+) -> Value {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
+    let params = rmcp::model::CallToolRequestParams::new(name).with_arguments(args);
+    tool_json(&client.call_tool(params).await.unwrap())
+}
+
+/// Two `cmdr mcp --nats` on one host are one producer (the same default producer id)
+/// with two stdio sessions: neither sees nor kills the other's process on the workers,
+/// and the one that exits ends only its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stdio_sessions_of_one_producer_keep_their_processes_apart() {
+    let server = NatsServer::start();
+    let _worker = WorkerProcess::start(&server).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = cmdr_mcp_over(&server, &dir.path().join("a.sqlite3")).await;
+    let (b, b_pid) = cmdr_mcp_over(&server, &dir.path().join("b.sqlite3")).await;
+    let pid_file = dir.path().join("a.pid");
+    let script = format!("echo $$ > {}; echo up; exec sleep 1000", pid_file.display());
+    let started = tool(
+        &a,
+        "start_process",
+        json!({"command": script, "ready": {"output": "up"}}),
+    )
+    .await;
+    let id = started["processId"].as_str().unwrap().to_owned();
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+
+    let listed = tool(&b, "list_processes", json!({})).await;
+    assert!(
+        !listed.to_string().contains(&id),
+        "b lists a's process: {listed}"
+    );
+    let killed = tool(
+        &b,
+        "kill_process",
+        json!({"process_id": id, "signal": "KILL"}),
+    )
+    .await;
+    assert_eq!(killed["errorCode"], "PROCESS_NOT_FOUND", "{killed}");
+    b.cancel().await.unwrap();
+    eventually("b's cmdr mcp exits", || gone(b_pid as i32)).await;
+    assert!(!gone(pid), "b's exit ended a's process on the worker");
+    let listed = tool(&a, "list_processes", json!({})).await;
+    assert!(listed.to_string().contains(&id), "{listed}");
+    a.cancel().await.unwrap();
+}
