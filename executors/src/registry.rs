@@ -140,6 +140,8 @@ struct Inner {
     confinement: Confinement,
     /// The background processes (stopped at shutdown).
     processes: ProcessTable,
+    /// The scopes' Landlock domains (`--landlock`), ended with their scopes.
+    sandbox: Option<Arc<Sandbox>>,
 }
 
 /// How a registry's default executors are confined.
@@ -147,7 +149,8 @@ struct Inner {
 pub struct Confinement {
     /// Where file commands and `working_dir` may point.
     pub paths: PathPolicy,
-    /// What Landlock enforces on `BASH_EXEC` writes; `None` when not asked for.
+    /// What Landlock enforces on `BASH_EXEC` (writes beneath the roots; each scope in a
+    /// domain of its own); `None` when not asked for.
     pub landlock: Option<SandboxStatus>,
     /// How a stopped `BASH_EXEC`'s processes are all found (`None`: no `BASH_EXEC`).
     pub process_trees: Option<TreeMechanism>,
@@ -175,10 +178,13 @@ impl Registry {
             .with_paths(paths.clone())
             .with_processes(processes.clone());
         let mut landlock = None;
+        let mut sandbox = None;
         if config.landlock {
-            let (sandbox, status) = Sandbox::start(paths.roots());
-            if let Some(sandbox) = sandbox {
-                bash = bash.with_sandbox(Arc::new(sandbox));
+            let (started, status) = Sandbox::start(paths.roots(), processes.clone());
+            if let Some(started) = started {
+                let started = Arc::new(started);
+                bash = bash.with_sandbox(Arc::clone(&started));
+                sandbox = Some(started);
             }
             landlock = Some(status);
         }
@@ -190,6 +196,7 @@ impl Registry {
                     process_trees: Some(bash.tree_mechanism()),
                 },
                 processes: processes.clone(),
+                sandbox,
                 ..Inner::default()
             }),
         };
@@ -385,10 +392,19 @@ impl Registry {
 
     /// Ends `scope`: stops every process of it (SIGTERM to the whole tree, SIGKILL after
     /// [`SCOPE_END_GRACE`]), including those starting now, and returns once they are gone.
-    /// Its exited processes are forgotten. Commands of the scope still running are not
-    /// stopped (their front door owns them), and the scope may be used again.
+    /// Its exited processes are forgotten, and its Landlock domain (`--landlock`) ends.
+    /// Commands of the scope still running are not stopped (their front door owns them),
+    /// and the scope may be used again (in a new domain).
     pub async fn end_scope(&self, scope: &Scope) {
         self.inner.processes.end_scope(scope, SCOPE_END_GRACE).await;
+        if let Some(sandbox) = &self.inner.sandbox {
+            sandbox.end_scope(scope);
+        }
+    }
+
+    /// The number of scopes with a Landlock domain now (`--landlock`; 0 without it).
+    pub fn landlock_domains(&self) -> usize {
+        self.inner.sandbox.as_ref().map_or(0, |s| s.domains())
     }
 
     /// Cancels the in-flight command `command_id`, wherever it runs. False when no such
