@@ -4,7 +4,7 @@
 //! client's processes, nor signal or trace cmdr; within its own scope everything still
 //! works. Where the kernel lacks Landlock's scoping (ABI < 6) the tests say so and stop.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cmdr_executors::{
@@ -328,7 +328,7 @@ async fn a_domain_ends_with_its_scope_and_a_new_one_serves_the_scope_after() {
 
 /// What a spawn costs: the median of `n` one-shot `true` commands of one scope, and of
 /// `n` commands each in a new scope (a new domain: a thread, a ruleset).
-async fn spawn_cost(registry: &Registry, n: usize) -> (Duration, Duration) {
+async fn spawn_cost(registry: &Registry, dir: &Path, n: usize) -> (Duration, Duration) {
     let median = |mut v: Vec<Duration>| {
         v.sort();
         v[v.len() / 2]
@@ -345,7 +345,7 @@ async fn spawn_cost(registry: &Registry, n: usize) -> (Duration, Duration) {
                 &run_in(
                     registry,
                     scope,
-                    json!({"commandType": "BASH_EXEC", "command": "true"}),
+                    json!({"commandType": "BASH_EXEC", "command": "true", "working_dir": dir}),
                 )
                 .await,
             )
@@ -357,17 +357,43 @@ async fn spawn_cost(registry: &Registry, n: usize) -> (Duration, Duration) {
     (median(same), median(fresh))
 }
 
-#[tokio::test]
+/// What a spawn costs when 8 commands of one scope start at once: the wall time of `n`
+/// batches of 8 one-shot `true` commands, per command.
+async fn parallel_cost(registry: &Registry, dir: &Path, n: u32) -> Duration {
+    let started = Instant::now();
+    let scope = Scope::new("bench");
+    for _ in 0..n {
+        let batch = (0..8).map(|_| {
+            run_in(
+                registry,
+                scope.clone(),
+                json!({"commandType": "BASH_EXEC", "command": "true", "working_dir": dir}),
+            )
+        });
+        for messages in futures_util::future::join_all(batch).await {
+            let end = terminal(&messages);
+            assert_eq!(end.status, ExecutionStatus::Succeeded, "{end:#?}");
+        }
+    }
+    started.elapsed() / (8 * n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: cargo test -p cmdr-executors --test executors spawn_cost -- --ignored --nocapture"]
 async fn spawn_cost_with_and_without_scope_domains() {
     let Some(w) = world() else { return };
     let plain = Registry::with_defaults();
     let n = 200;
-    let (plain_same, _) = spawn_cost(&plain, n).await;
-    let (same, fresh) = spawn_cost(&w.registry, n).await;
+    let (plain_same, _) = spawn_cost(&plain, &w.root, n).await;
+    let (same, fresh) = spawn_cost(&w.registry, &w.root, n).await;
     eprintln!(
         "median one-shot `true`, {n} runs: no Landlock {plain_same:?}; Landlock, a scope's \
          domain already up {same:?}; Landlock, each command in a new scope {fresh:?}"
+    );
+    let plain_parallel = parallel_cost(&plain, &w.root, 25).await;
+    let parallel = parallel_cost(&w.registry, &w.root, 25).await;
+    eprintln!(
+        "8 at once in one scope, per command: no Landlock {plain_parallel:?}; Landlock {parallel:?}"
     );
     assert!(
         fresh < same + Duration::from_millis(20),
