@@ -400,3 +400,45 @@ async fn spawn_cost_with_and_without_scope_domains() {
         "{fresh:?} {same:?}"
     );
 }
+
+#[tokio::test]
+async fn a_shell_inherits_no_descriptor_of_another_scope() {
+    let Some(w) = world() else { return };
+    let (alice, mallory) = (Scope::new("mcp:alice"), Scope::new("mcp:mallory"));
+    // Alice holds a terminal, pipes, and output spilled to a file (past 256 KiB in memory).
+    let json = json!({"commandType": "BASH_EXEC", "command": "echo ready=1; exec sleep 300",
+                      "background": true, "tty": true, "yield_ms": 0, "working_dir": w.root});
+    let (end, _) = w.run(&alice, json).await;
+    let tty = end.process_id.expect("a tty process");
+    w.number(&alice, &tty, "ready").await;
+    let spill = w
+        .start(
+            &alice,
+            "head -c 1000000 /dev/zero | tr '\\0' x; echo; echo done=1; exec sleep 300",
+        )
+        .await;
+    w.number(&alice, &spill, "done").await;
+    // Mallory's shells (one-shot and background) hold their stdio and nothing else.
+    // Each descriptor of the shell and what it is (listed by a child, `ls`, so that the
+    // listing itself adds none to the shell).
+    let list = "ls -l /proc/$$/fd";
+    let one_shot = w.sh(&mallory, list).await;
+    let background = w.start(&mallory, &format!("{list}; echo done=1")).await;
+    w.number(&mallory, &background, "done").await;
+    let json = json!({"commandType": "PROCESS_OUTPUT", "process_id": background, "offset": 0});
+    let (read, _) = w.run(&mallory, json).await;
+    for output in [one_shot, read.result_data] {
+        let fds: Vec<&str> = output
+            .lines()
+            .filter_map(|l| l.split_once(" -> "))
+            .map(|(name, _)| name.rsplit(' ').next().unwrap_or(name))
+            .collect();
+        // stdio, and a one-shot command's report socket (a copy of its stdin).
+        assert!(fds.len() >= 3, "{output:?}");
+        let others: Vec<&&str> = fds
+            .iter()
+            .filter(|fd| !["0", "1", "2", "600"].contains(fd))
+            .collect();
+        assert!(others.is_empty(), "descriptors beyond stdio: {output:?}");
+    }
+}
