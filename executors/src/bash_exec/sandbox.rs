@@ -99,6 +99,10 @@ impl fmt::Display for SandboxStatus {
 #[derive(Debug)]
 pub struct Sandbox {
     rules: Arc<Rules>,
+    /// How long a domain may sit idle ([`IDLE_DOMAIN`]).
+    idle: Duration,
+    /// How often idle domains are looked for ([`SWEEP_EVERY`]).
+    sweep_every: Duration,
     /// The processes, to tell whether an idle scope still has some running.
     processes: ProcessTable,
     domains: Mutex<Domains>,
@@ -140,6 +144,8 @@ impl Sandbox {
         };
         let sandbox = Self {
             rules,
+            idle: IDLE_DOMAIN,
+            sweep_every: SWEEP_EVERY,
             processes,
             domains: Mutex::new(domains),
         };
@@ -150,7 +156,7 @@ impl Sandbox {
     pub(crate) fn domain(&self, scope: &Scope) -> Result<Arc<Domain>, ExecError> {
         let mut domains = self.lock();
         let now = Instant::now();
-        if now.duration_since(domains.swept) >= SWEEP_EVERY {
+        if now.duration_since(domains.swept) >= self.sweep_every {
             domains.swept = now;
             domains
                 .by_scope
@@ -183,7 +189,7 @@ impl Sandbox {
     /// Whether `scope`'s domain may end: idle long enough, no command holding it, and no
     /// background process of the scope running.
     fn idle(&self, scope: &Scope, entry: &Entry, now: Instant) -> bool {
-        now.duration_since(entry.used) >= IDLE_DOMAIN
+        now.duration_since(entry.used) >= self.idle
             && Arc::strong_count(&entry.domain) == 1
             && self
                 .processes
@@ -211,4 +217,44 @@ fn probe(rules: &Arc<Rules>) -> SandboxStatus {
     }
     rx.recv()
         .unwrap_or_else(|_| SandboxStatus::Unsupported("the Landlock probe thread died".to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::ProcessLimits;
+
+    /// A sandbox whose domains are idle at once and swept at every command, or `None`
+    /// where this kernel has no Landlock.
+    fn eager() -> Option<Sandbox> {
+        let root = std::env::temp_dir();
+        let table = ProcessTable::new(ProcessLimits::default());
+        let (sandbox, _) = Sandbox::start(&[root], table);
+        let mut sandbox = sandbox?;
+        sandbox.idle = Duration::ZERO;
+        sandbox.sweep_every = Duration::ZERO;
+        Some(sandbox)
+    }
+
+    #[test]
+    fn an_idle_domain_ends_unless_a_command_holds_it() {
+        let Some(sandbox) = eager() else {
+            eprintln!("SKIPPED: no Landlock here");
+            return;
+        };
+        let (alice, bob) = (Scope::new("alice"), Scope::new("bob"));
+        let held = sandbox.domain(&alice).unwrap();
+        drop(sandbox.domain(&bob).unwrap());
+        assert_eq!(sandbox.domains(), 2);
+        // Bob's domain is idle and unused: the next command (of anyone) ends it; Alice's
+        // is held by a command in flight and stays, the same domain.
+        let again = sandbox.domain(&alice).unwrap();
+        assert_eq!(sandbox.domains(), 1);
+        assert!(Arc::ptr_eq(&held, &again));
+        drop((held, again));
+        drop(sandbox.domain(&bob).unwrap());
+        assert_eq!(sandbox.domains(), 1, "Alice's ended, Bob has a new one");
+        sandbox.end_scope(&bob);
+        assert_eq!(sandbox.domains(), 0);
+    }
 }
