@@ -142,6 +142,8 @@ struct Inner {
     processes: ProcessTable,
     /// Ends scopes whose processes live elsewhere (see [`ScopeEnder`]).
     scope_ender: std::sync::OnceLock<Arc<dyn ScopeEnder>>,
+    /// The scopes' Landlock domains (`--landlock`), ended with their scopes.
+    sandbox: Option<Arc<Sandbox>>,
 }
 
 /// How a registry's default executors are confined.
@@ -149,7 +151,8 @@ struct Inner {
 pub struct Confinement {
     /// Where file commands and `working_dir` may point.
     pub paths: PathPolicy,
-    /// What Landlock enforces on `BASH_EXEC` writes; `None` when not asked for.
+    /// What Landlock enforces on `BASH_EXEC` (writes beneath the roots; each scope in a
+    /// domain of its own); `None` when not asked for.
     pub landlock: Option<SandboxStatus>,
     /// How a stopped `BASH_EXEC`'s processes are all found (`None`: no `BASH_EXEC`).
     pub process_trees: Option<TreeMechanism>,
@@ -177,10 +180,13 @@ impl Registry {
             .with_paths(paths.clone())
             .with_processes(processes.clone());
         let mut landlock = None;
+        let mut sandbox = None;
         if config.landlock {
-            let (sandbox, status) = Sandbox::start(paths.roots());
-            if let Some(sandbox) = sandbox {
-                bash = bash.with_sandbox(Arc::new(sandbox));
+            let (started, status) = Sandbox::start(paths.roots(), processes.clone());
+            if let Some(started) = started {
+                let started = Arc::new(started);
+                bash = bash.with_sandbox(Arc::clone(&started));
+                sandbox = Some(started);
             }
             landlock = Some(status);
         }
@@ -192,6 +198,7 @@ impl Registry {
                     process_trees: Some(bash.tree_mechanism()),
                 },
                 processes: processes.clone(),
+                sandbox,
                 ..Inner::default()
             }),
         };
@@ -387,12 +394,15 @@ impl Registry {
 
     /// Ends `scope`: stops every process of it (SIGTERM to the whole tree, SIGKILL after
     /// [`SCOPE_END_GRACE`]), including those starting now, and returns once they are gone.
-    /// Its exited processes are forgotten. Commands of the scope still running are not
-    /// stopped (their front door owns them), and the scope may be used again.
-    /// A registry whose executors run elsewhere ends the scope there too (its
-    /// [`ScopeEnder`]).
+    /// Its exited processes are forgotten, and its Landlock domain (`--landlock`) ends.
+    /// Commands of the scope still running are not stopped (their front door owns them),
+    /// and the scope may be used again (in a new domain). A registry whose executors run
+    /// elsewhere ends the scope there too (its [`ScopeEnder`]).
     pub async fn end_scope(&self, scope: &Scope) {
         self.inner.processes.end_scope(scope, SCOPE_END_GRACE).await;
+        if let Some(sandbox) = &self.inner.sandbox {
+            sandbox.end_scope(scope);
+        }
         if let Some(ender) = self.inner.scope_ender.get() {
             ender.end_scope(scope.clone()).await;
         }
@@ -402,6 +412,11 @@ impl Registry {
     /// ignored and return false).
     pub fn set_scope_ender(&self, ender: Arc<dyn ScopeEnder>) -> bool {
         self.inner.scope_ender.set(ender).is_ok()
+    }
+
+    /// The number of scopes with a Landlock domain now (`--landlock`; 0 without it).
+    pub fn landlock_domains(&self) -> usize {
+        self.inner.sandbox.as_ref().map_or(0, |s| s.domains())
     }
 
     /// Cancels the in-flight command `command_id`, wherever it runs. False when no such

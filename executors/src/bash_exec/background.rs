@@ -19,9 +19,9 @@ use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::domain::Domain;
 use super::process::{Shell, SpawnOptions};
 use super::pump::{read_with, sleep_until, DRAIN_AFTER_EXIT};
-use super::sandbox::Sandbox;
 use crate::error::ExecError;
 use crate::executor::ExecContext;
 use crate::outcome::Outcome;
@@ -47,8 +47,8 @@ pub(super) struct Launch<'a> {
     pub(super) spawn: &'a SpawnOptions<'a>,
     /// Its working directory (checked).
     pub(super) dir: Option<&'a Path>,
-    /// The Landlock spawner, when writes are confined.
-    pub(super) sandbox: Option<&'a Sandbox>,
+    /// The scope's Landlock domain (its spawner thread), when confined.
+    pub(super) sandbox: Option<&'a Domain>,
     /// Its terminal's size, for a `tty` process.
     pub(super) tty: Option<TermSize>,
 }

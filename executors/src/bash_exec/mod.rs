@@ -16,6 +16,7 @@
 
 mod background;
 mod child;
+mod domain;
 mod env;
 mod env_policy;
 mod process;
@@ -95,7 +96,7 @@ pub struct BashExec {
     base_env: Arc<[(String, String)]>,
     /// Where `working_dir` may point.
     paths: PathPolicy,
-    /// The Landlock-restricted spawner, when writes are confined.
+    /// The scopes' Landlock domains, when confined (`--landlock`).
     sandbox: Option<Arc<Sandbox>>,
     /// Where background processes go; `None`: `background` is refused.
     processes: Option<ProcessTable>,
@@ -132,7 +133,8 @@ impl BashExec {
         self
     }
 
-    /// Spawns every shell through `sandbox`, so its writes are confined by Landlock.
+    /// Spawns every shell through `sandbox`: in its scope's Landlock domain, its writes
+    /// confined.
     pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
         self.sandbox = Some(sandbox);
         self
@@ -157,7 +159,12 @@ impl Executor for BashExec {
                 setsid: self.setsid.as_deref(),
                 tty_setsid: self.tty_setsid.as_deref(),
             };
-            let sandbox = self.sandbox.as_deref();
+            // Held until the command ends, so its scope's domain is not ended as idle.
+            let domain = match &self.sandbox {
+                Some(sandbox) => Some(sandbox.domain(&ctx.scope)?),
+                None => None,
+            };
+            let sandbox = domain.as_deref();
             if cmd.ready.is_some() && !cmd.background {
                 return Err(ExecError::InvalidInput(
                     "ready applies to background processes only (set background: true)".to_owned(),

@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 use tokio::net::unix::pipe;
 
 use super::child::ShellChild;
-use super::sandbox::Sandbox;
+use super::domain::Domain;
 use super::spawn::{self, Io, ShellSpec, Spawned};
 use super::tree::Tree;
 use crate::error::ExecError;
@@ -53,12 +53,12 @@ pub(super) struct Shell {
 
 impl Shell {
     /// Starts `shell -c <script>` in `dir` with the command's environment; through
-    /// `sandbox` (so that the shell inherits its Landlock restriction) when given.
+    /// `sandbox` (the scope's Landlock domain, which the shell joins) when given.
     pub(super) async fn spawn(
         spawn: &SpawnOptions<'_>,
         cmd: &BashExecCommand,
         dir: Option<&Path>,
-        sandbox: Option<&Sandbox>,
+        sandbox: Option<&Domain>,
     ) -> Result<Self, ExecError> {
         let spawn_error = |source| ExecError::Spawn {
             program: spawn.shell.display().to_string(),
@@ -82,7 +82,7 @@ impl Shell {
         spawn: &SpawnOptions<'_>,
         cmd: &BashExecCommand,
         dir: Option<&Path>,
-        sandbox: Option<&Sandbox>,
+        sandbox: Option<&Domain>,
     ) -> Result<(Self, pipe::Sender), ExecError> {
         let spawn_error = |source| ExecError::Spawn {
             program: spawn.shell.display().to_string(),
@@ -109,7 +109,7 @@ impl Shell {
         spawn: &SpawnOptions<'_>,
         cmd: &BashExecCommand,
         dir: Option<&Path>,
-        sandbox: Option<&Sandbox>,
+        sandbox: Option<&Domain>,
         size: TermSize,
     ) -> Result<(Self, Arc<Pty>), ExecError> {
         let spawn_error = |source| ExecError::Spawn {
@@ -205,16 +205,16 @@ impl Drop for Shell {
     }
 }
 
-/// Spawns the shell for `cmd` ([`shell_spec`]), through `sandbox` (so the shell inherits
-/// its Landlock restriction) when given. The outer error is the sandbox's, the inner one
-/// the spawn's.
+/// Spawns the shell for `cmd` ([`shell_spec`]), through `sandbox` (the scope's Landlock
+/// domain, which the shell joins) when given. The outer error is the domain's, the inner
+/// one the spawn's.
 async fn spawn_through(
     spawn: &SpawnOptions<'_>,
     cmd: &BashExecCommand,
     dir: Option<&Path>,
     tree: &Tree,
     stdin: ShellStdin,
-    sandbox: Option<&Sandbox>,
+    sandbox: Option<&Domain>,
 ) -> Result<std::io::Result<Spawned>, ExecError> {
     let spec = match shell_spec(spawn, cmd, dir, tree, stdin) {
         Ok(spec) => spec,

@@ -1,51 +1,93 @@
 //! Landlock for `BASH_EXEC` (`--landlock`): shells may write only beneath the allowed
-//! roots (and to a few device files such as `/dev/null`); reading stays unrestricted.
+//! roots (and to a few device files such as `/dev/null`); reading stays unrestricted. And
+//! each scope (an MCP session, the REST scope, a conversation …) gets a Landlock domain of
+//! its own ([`Domain`]): its shells cannot signal, trace (`/proc/<pid>/fd`, `environ`,
+//! `mem`) or reach the abstract Unix sockets of another scope's processes, nor signal or
+//! trace cmdr (docs/confinement.md, "One Landlock domain per scope").
 //!
-//! Landlock restricts a thread and every process it starts afterwards. So a few dedicated
-//! threads (one per core, 2 to 8) restrict themselves once, at start-up, and perform
-//! every `BASH_EXEC` spawn; the rest of cmdr (its database, its own files) is unaffected,
-//! and spawning keeps its fast path (the child shares memory until `execve`, see
-//! `spawn`). A spawn costs one hand-off to such a thread and back; several spawn at once.
+//! Landlock restricts a thread and every process it starts afterwards. So each scope has
+//! a spawner thread, started with the scope's first `BASH_EXEC` and restricted once, that
+//! performs every spawn of that scope; the rest of cmdr (its database, its own files) is
+//! unaffected, and spawning keeps its fast path (the child shares memory until `execve`,
+//! see `spawn`). A spawn costs one hand-off to that thread and back. The thread ends when
+//! the scope ends ([`Sandbox::end_scope`]), or when the scope has sat idle for
+//! [`IDLE_DOMAIN`] with no command in flight and no background process running.
 //!
-//! Where the kernel lacks Landlock (or some of its write rights), [`SandboxStatus`] says
-//! so plainly; cmdr reports it at start-up and in `/health`, and never claims more than
-//! the kernel enforces.
+//! Where the kernel lacks Landlock (or some of its write rights, or the scoping of signals
+//! and abstract sockets), [`SandboxStatus`] says so plainly; cmdr reports it at start-up
+//! and in `/health`, and never claims more than the kernel enforces.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use landlock::{
-    path_beneath_rules, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI,
-};
-
+use super::domain::{restrict_this_thread, Domain, Rules};
 use crate::error::ExecError;
-
-/// The newest Landlock ABI whose write rights cmdr asks for (best effort below it).
-const LANDLOCK_ABI: ABI = ABI::V6;
+use crate::process::{ProcessState, ProcessTable, Scope};
 
 /// Device files shells commonly write to, allowed besides the roots (when they exist).
 const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
 
-/// What the kernel enforces for `BASH_EXEC` writes.
+/// A scope's domain idle this long (no spawn), with no command in flight and no
+/// background process running, is ended: its thread goes (the scope's next command starts
+/// a new domain).
+pub const IDLE_DOMAIN: Duration = Duration::from_secs(10 * 60);
+
+/// How often the idle domains are looked for (at a scope's next command).
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// What the kernel enforces for `BASH_EXEC`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SandboxStatus {
-    /// Every write right cmdr asked for is enforced.
+    /// Everything cmdr asked for is enforced: every write right, and the scoping of
+    /// signals and abstract Unix sockets to each scope's domain.
     Enforced,
-    /// Landlock is active, but this kernel lacks some of the write rights (older ABI).
-    PartiallyEnforced,
+    /// Landlock is active, but this kernel's Landlock (an older ABI) lacks some of it.
+    PartiallyEnforced {
+        /// Every write right is enforced (else some, such as truncation or device
+        /// ioctls, are not).
+        all_write_rights: bool,
+        /// Signals and abstract Unix sockets are scoped to each scope's domain (Landlock
+        /// ABI 6, Linux 6.12). Ptrace across domains is refused by every Landlock.
+        scopes: bool,
+    },
     /// Nothing is enforced: the kernel has no (enabled) Landlock; the reason says why.
     Unsupported(String),
+}
+
+impl SandboxStatus {
+    /// Whether the kernel refuses a scope's shells signals and abstract Unix socket
+    /// connections to processes outside the scope's domain.
+    pub fn isolates_scopes(&self) -> bool {
+        match self {
+            SandboxStatus::Enforced => true,
+            SandboxStatus::PartiallyEnforced { scopes, .. } => *scopes,
+            SandboxStatus::Unsupported(_) => false,
+        }
+    }
 }
 
 impl fmt::Display for SandboxStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SandboxStatus::Enforced => write!(f, "enforced"),
-            SandboxStatus::PartiallyEnforced => {
+            SandboxStatus::PartiallyEnforced {
+                all_write_rights,
+                scopes,
+            } => {
+                let mut lacks = Vec::new();
+                if !all_write_rights {
+                    lacks.push("some write rights");
+                }
+                if !scopes {
+                    lacks.push("the scoping of signals and abstract sockets per client");
+                }
                 write!(
                     f,
-                    "partially enforced (this kernel's Landlock lacks some write rights)"
+                    "partially enforced (this kernel's Landlock lacks {})",
+                    lacks.join(" and ")
                 )
             }
             SandboxStatus::Unsupported(why) => write!(f, "not enforced: {why}"),
@@ -53,124 +95,166 @@ impl fmt::Display for SandboxStatus {
     }
 }
 
-type Job = Box<dyn FnOnce() + Send>;
-
-/// The restricted spawner threads.
+/// The Landlock domains of one registry's scopes.
 #[derive(Debug)]
 pub struct Sandbox {
-    jobs: mpsc::Sender<Job>,
+    rules: Arc<Rules>,
+    /// How long a domain may sit idle ([`IDLE_DOMAIN`]).
+    idle: Duration,
+    /// How often idle domains are looked for ([`SWEEP_EVERY`]).
+    sweep_every: Duration,
+    /// The processes, to tell whether an idle scope still has some running.
+    processes: ProcessTable,
+    domains: Mutex<Domains>,
+}
+
+#[derive(Debug)]
+struct Domains {
+    by_scope: HashMap<Scope, Entry>,
+    swept: Instant,
+}
+
+#[derive(Debug)]
+struct Entry {
+    domain: Arc<Domain>,
+    used: Instant,
 }
 
 impl Sandbox {
-    /// Starts the spawner threads (one per core, 2 to 8), each restricted to writing
-    /// beneath `roots`. Returns the sandbox only when Landlock enforces something, with
-    /// what it enforces.
-    pub fn start(roots: &[PathBuf]) -> (Option<Self>, SandboxStatus) {
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get().clamp(2, 8))
-            .unwrap_or(2);
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let queue = Arc::new(Mutex::new(queue));
-        let (status_tx, status_rx) = mpsc::channel();
-        for i in 0..threads {
-            let (roots, queue, status_tx) = (roots.to_vec(), queue.clone(), status_tx.clone());
-            let spawned = std::thread::Builder::new()
-                .name(format!("cmdr-landlock-spawner-{i}"))
-                .spawn(move || serve(&roots, &queue, &status_tx));
-            if let Err(e) = spawned {
-                return (
-                    None,
-                    SandboxStatus::Unsupported(format!("no spawner thread: {e}")),
-                );
-            }
-        }
-        drop(status_tx);
-        let mut status = None;
-        for _ in 0..threads {
-            match status_rx.recv() {
-                Ok(SandboxStatus::Unsupported(why)) => {
-                    return (None, SandboxStatus::Unsupported(why));
-                }
-                Ok(enforced) => status = Some(enforced),
-                Err(_) => break,
-            }
-        }
-        match status {
-            Some(status) => (Some(Self { jobs }), status),
-            None => (
-                None,
-                SandboxStatus::Unsupported("the spawner threads died".to_owned()),
-            ),
-        }
-    }
-
-    /// Runs `work` on a restricted thread (so that what it spawns inherits the
-    /// restriction) and returns its result.
-    pub(super) async fn run<T, F>(&self, work: F) -> Result<T, ExecError>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let job: Job = Box::new(move || {
-            let _ = tx.send(work());
+    /// A sandbox restricting shells to writing beneath `roots`, each scope in a domain of
+    /// its own; `processes` is the table the executor's background processes join. Checks
+    /// on a probe thread what this kernel enforces; returns the sandbox only when Landlock
+    /// enforces something, with what it enforces.
+    pub fn start(roots: &[PathBuf], processes: ProcessTable) -> (Option<Self>, SandboxStatus) {
+        let devices = WRITABLE_DEVICES
+            .iter()
+            .map(Path::new)
+            .filter(|p| p.exists())
+            .map(Path::to_path_buf);
+        let rules = Arc::new(Rules {
+            writable: roots.iter().cloned().chain(devices).collect(),
         });
-        let lost = || ExecError::Spawn {
-            program: "the Landlock spawner thread".to_owned(),
-            source: std::io::Error::other("it is gone"),
+        let status = probe(&rules);
+        if let SandboxStatus::Unsupported(_) = status {
+            return (None, status);
+        }
+        let domains = Domains {
+            by_scope: HashMap::new(),
+            swept: Instant::now(),
         };
-        self.jobs.send(job).map_err(|_| lost())?;
-        rx.await.map_err(|_| lost())
+        let sandbox = Self {
+            rules,
+            idle: IDLE_DOMAIN,
+            sweep_every: SWEEP_EVERY,
+            processes,
+            domains: Mutex::new(domains),
+        };
+        (Some(sandbox), status)
+    }
+
+    /// The domain of `scope`, started now if it has none.
+    pub(crate) fn domain(&self, scope: &Scope) -> Result<Arc<Domain>, ExecError> {
+        let mut domains = self.lock();
+        let now = Instant::now();
+        if now.duration_since(domains.swept) >= self.sweep_every {
+            domains.swept = now;
+            domains
+                .by_scope
+                .retain(|scope, entry| !self.idle(scope, entry, now));
+        }
+        if let Some(entry) = domains.by_scope.get_mut(scope) {
+            entry.used = now;
+            return Ok(Arc::clone(&entry.domain));
+        }
+        let domain = Arc::new(Domain::start(scope, Arc::clone(&self.rules))?);
+        let entry = Entry {
+            domain: Arc::clone(&domain),
+            used: now,
+        };
+        domains.by_scope.insert(scope.clone(), entry);
+        Ok(domain)
+    }
+
+    /// Ends the domain of `scope` (its thread goes once the spawns in flight are done);
+    /// the scope's next command starts a new one.
+    pub fn end_scope(&self, scope: &Scope) {
+        self.lock().by_scope.remove(scope);
+    }
+
+    /// The number of scopes with a domain now.
+    pub fn domains(&self) -> usize {
+        self.lock().by_scope.len()
+    }
+
+    /// Whether `scope`'s domain may end: idle long enough, no command holding it, and no
+    /// background process of the scope running.
+    fn idle(&self, scope: &Scope, entry: &Entry, now: Instant) -> bool {
+        now.duration_since(entry.used) >= self.idle
+            && Arc::strong_count(&entry.domain) == 1
+            && self
+                .processes
+                .list(scope)
+                .iter()
+                .all(|p| p.state() != ProcessState::Running)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Domains> {
+        self.domains.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// One spawner thread: restricts itself, reports how, then runs jobs until the sandbox is
-/// dropped (or exits at once when nothing could be enforced).
-fn serve(
-    roots: &[PathBuf],
-    queue: &Mutex<mpsc::Receiver<Job>>,
-    status: &mpsc::Sender<SandboxStatus>,
-) {
-    let restricted = restrict_this_thread(roots);
-    let enforced = !matches!(restricted, SandboxStatus::Unsupported(_));
-    let _ = status.send(restricted);
-    if !enforced {
-        return;
+/// What the kernel enforces, found by restricting a short-lived thread with the rules.
+fn probe(rules: &Arc<Rules>) -> SandboxStatus {
+    let (tx, rx) = mpsc::channel();
+    let rules = Arc::clone(rules);
+    let spawned = std::thread::Builder::new()
+        .name("cmdr-landlock-probe".to_owned())
+        .spawn(move || {
+            let _ = tx.send(restrict_this_thread(&rules));
+        });
+    if let Err(e) = spawned {
+        return SandboxStatus::Unsupported(format!("no probe thread: {e}"));
     }
-    loop {
-        let job = match queue.lock() {
-            Ok(queue) => queue.recv(),
-            Err(poisoned) => poisoned.into_inner().recv(),
-        };
-        let Ok(job) = job else { return };
-        // A panicking spawn fails its own command (its result sender is dropped), not
-        // every later one.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-    }
+    rx.recv()
+        .unwrap_or_else(|_| SandboxStatus::Unsupported("the Landlock probe thread died".to_owned()))
 }
 
-/// Restricts the calling thread (and its future children) to writing beneath `roots`.
-fn restrict_this_thread(roots: &[PathBuf]) -> SandboxStatus {
-    let write = AccessFs::from_write(LANDLOCK_ABI);
-    let devices = WRITABLE_DEVICES
-        .iter()
-        .map(Path::new)
-        .filter(|p| p.exists());
-    let paths: Vec<&Path> = roots.iter().map(PathBuf::as_path).chain(devices).collect();
-    let restricted = Ruleset::default()
-        .handle_access(write)
-        .and_then(|ruleset| ruleset.create())
-        .and_then(|ruleset| ruleset.add_rules(path_beneath_rules(&paths, write)))
-        .and_then(|ruleset| ruleset.restrict_self());
-    match restricted {
-        Ok(status) => match status.ruleset {
-            RulesetStatus::FullyEnforced => SandboxStatus::Enforced,
-            RulesetStatus::PartiallyEnforced => SandboxStatus::PartiallyEnforced,
-            RulesetStatus::NotEnforced => SandboxStatus::Unsupported(format!(
-                "this kernel does not enforce Landlock ({:?})",
-                status.landlock
-            )),
-        },
-        Err(e) => SandboxStatus::Unsupported(format!("Landlock set-up failed: {e}")),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::ProcessLimits;
+
+    /// A sandbox whose domains are idle at once and swept at every command, or `None`
+    /// where this kernel has no Landlock.
+    fn eager() -> Option<Sandbox> {
+        let root = std::env::temp_dir();
+        let table = ProcessTable::new(ProcessLimits::default());
+        let (sandbox, _) = Sandbox::start(&[root], table);
+        let mut sandbox = sandbox?;
+        sandbox.idle = Duration::ZERO;
+        sandbox.sweep_every = Duration::ZERO;
+        Some(sandbox)
+    }
+
+    #[test]
+    fn an_idle_domain_ends_unless_a_command_holds_it() {
+        let Some(sandbox) = eager() else {
+            eprintln!("SKIPPED: no Landlock here");
+            return;
+        };
+        let (alice, bob) = (Scope::new("alice"), Scope::new("bob"));
+        let held = sandbox.domain(&alice).unwrap();
+        drop(sandbox.domain(&bob).unwrap());
+        assert_eq!(sandbox.domains(), 2);
+        // Bob's domain is idle and unused: the next command (of anyone) ends it; Alice's
+        // is held by a command in flight and stays, the same domain.
+        let again = sandbox.domain(&alice).unwrap();
+        assert_eq!(sandbox.domains(), 1);
+        assert!(Arc::ptr_eq(&held, &again));
+        drop((held, again));
+        drop(sandbox.domain(&bob).unwrap());
+        assert_eq!(sandbox.domains(), 1, "Alice's ended, Bob has a new one");
+        sandbox.end_scope(&bob);
+        assert_eq!(sandbox.domains(), 0);
     }
 }

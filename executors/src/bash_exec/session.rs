@@ -26,9 +26,9 @@ use nix::sys::signal::Signal;
 
 use tokio::sync::mpsc;
 
+use super::domain::Domain;
 use super::process::{Shell, SpawnOptions};
 use super::pump::{read_some, sleep_until};
-use super::sandbox::Sandbox;
 use super::session_frame::{frame, marker, new_token, LOOP, MAX_COMMAND};
 use crate::error::ExecError;
 use crate::executor::ExecContext;
@@ -56,8 +56,8 @@ pub(super) struct Launch<'a> {
     /// Only a new session needs it: a later command without `working_dir` stays where the
     /// session is.
     pub(super) start_dir: &'a (dyn Fn() -> Result<Option<PathBuf>, ExecError> + Sync),
-    /// The Landlock spawner, when confined.
-    pub(super) sandbox: Option<&'a Sandbox>,
+    /// The scope's Landlock domain (its spawner thread), when confined.
+    pub(super) sandbox: Option<&'a Domain>,
 }
 
 /// A session's name within its scope: two scopes may each have a session `dev`.

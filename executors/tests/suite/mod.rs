@@ -22,6 +22,7 @@ mod protocol;
 mod pty;
 mod queueing;
 mod runtime;
+mod scope_domains;
 mod scopes;
 mod sessions;
 mod user_input;
