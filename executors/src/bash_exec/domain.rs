@@ -19,7 +19,7 @@ use landlock::{
     RulesetStatus, Scope as LandlockScope, ABI,
 };
 
-use super::sandbox::SandboxStatus;
+use super::sandbox_status::SandboxStatus;
 use crate::error::ExecError;
 use crate::process::Scope;
 

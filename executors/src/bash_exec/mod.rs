@@ -22,6 +22,7 @@ mod env_policy;
 mod process;
 mod pump;
 mod sandbox;
+mod sandbox_status;
 mod session;
 mod session_frame;
 mod spawn;
