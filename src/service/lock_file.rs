@@ -32,7 +32,21 @@ pub struct LockDir {
 /// process).
 #[derive(Debug)]
 pub struct FileLock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for FileLock {
+    /// Unlocks before closing. Closing alone is not enough: a child being spawned at
+    /// that moment holds a copy of every descriptor until its `execve` (close-on-exec
+    /// closes it only then), and a `flock` lives until the last copy closes — so the
+    /// conversation would stay locked, for a moment or (a child slow to exec on a busy
+    /// machine) longer, after its run said it was done. `LOCK_UN` releases the lock of
+    /// the open file whatever copies exist.
+    fn drop(&mut self) {
+        if let Err(e) = flock(&self.file, FlockOperation::Unlock) {
+            tracing::warn!("unlocking a conversation's lock file: {e}");
+        }
+    }
 }
 
 /// Why a conversation's lock file could not be locked.
@@ -85,7 +99,7 @@ impl LockDir {
             .open(&path)
             .map_err(io_error(&path))?;
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(FileLock { _file: file }),
+            Ok(()) => Ok(FileLock { file }),
             Err(rustix::io::Errno::WOULDBLOCK) => Err(LockFileError::Held),
             Err(errno) => Err(io_error(&path)(errno.into())),
         }
@@ -107,6 +121,22 @@ fn file_name(conversation_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A copy of the descriptor (what a child being spawned holds until its `execve`)
+    /// does not keep the conversation locked once its guard is dropped.
+    #[test]
+    fn a_copy_of_the_descriptor_does_not_outlive_the_guard() {
+        let dir = tempfile::tempdir().unwrap();
+        let locks = LockDir::new(dir.path().join("db.locks"));
+        let lock = locks.try_lock("c1").unwrap();
+        let child_copy = lock.file.try_clone().unwrap();
+        drop(lock);
+        assert!(
+            locks.try_lock("c1").is_ok(),
+            "the copy of a dropped guard's descriptor still holds the lock"
+        );
+        drop(child_copy);
+    }
 
     #[test]
     fn a_second_open_file_is_refused_until_the_first_is_closed() {
