@@ -28,7 +28,8 @@
 //! - `registry`: [`Registry`], type → actor, `execute`, `cancel`, `shutdown`.
 //! - `combine`: [`combine_output_results`].
 //! - `confine`: [`PathPolicy`], confinement of paths to allowed roots (`--allow-root`);
-//!   Landlock for `BASH_EXEC` writes lives in `bash_exec/sandbox.rs`.
+//!   Landlock for `BASH_EXEC` (writes beneath the roots, one domain per scope scoping
+//!   signals and abstract sockets) lives in `bash_exec/sandbox.rs` and `domain.rs`.
 //! - `input`: the [`InputBroker`] trait and the in-process [`PendingInputs`].
 //! - One file per executor: `bash_exec/` (`BASH_EXEC`), `file_read` (`FILE_READ`),
 //!   `file_write` (`FILE_WRITE`), `patch_file` (`PATCH_FILE`, engine in [`patch`]),

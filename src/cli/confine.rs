@@ -147,7 +147,8 @@ pub fn report(who: &str, confinement: &Confinement) {
     );
     match &confinement.landlock {
         None => text.push_str("; BASH_EXEC writes are not confined (no --landlock)"),
-        Some(SandboxStatus::Enforced) => text.push_str("; BASH_EXEC writes: Landlock enforced"),
+        Some(SandboxStatus::Enforced) => text
+            .push_str("; BASH_EXEC writes: Landlock enforced, each scope in a domain of its own"),
         Some(status) => text.push_str(&format!("; BASH_EXEC writes: Landlock {status}")),
     }
     tracing::info!("{text}");
