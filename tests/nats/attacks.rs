@@ -114,3 +114,60 @@ async fn a_flood_of_scope_ends_by_one_producer_leaves_discovery_answered_for_ano
         "another producer's discovery waited {took:?}"
     );
 }
+
+/// Client scopes one producer opens on a `--landlock` worker.
+const SCOPES_OPENED: usize = 300;
+
+/// More spawner threads than a worker may hold for one producer's scopes: the bound a
+/// fix would set is lower still.
+const SPAWNERS_BOUND: usize = 100;
+
+/// The number of a process's threads named `cmdr-scope-spawner` (truncated by the
+/// kernel to 15 bytes: `cmdr-scope-spaw`).
+fn spawner_threads(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == "cmdr-scope-spaw")
+        .count()
+}
+
+/// A producer names a new client scope (`Cmdr-Scope`, any string it likes) for each of
+/// its commands. On a `--landlock` worker every scope's first `BASH_EXEC` starts a
+/// spawner thread (its Landlock domain), kept until the scope has been idle for 10
+/// minutes: one producer grows the worker's threads without bound — threads count
+/// against the user's and the cgroup's process limits that every producer's shells
+/// share. Proposed fix: bound the domains a worker keeps per producer (and in all),
+/// ending the least recently used idle one first, or answering `BUSY` past the bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "hole: one producer's distinct Cmdr-Scope values grow a --landlock worker's spawner threads without bound"]
+async fn one_producer_cannot_grow_a_landlock_workers_threads_without_bound() {
+    let server = NatsServer::start();
+    let root = tempfile::tempdir().unwrap();
+    let root_arg = root.path().to_str().unwrap();
+    let worker = WorkerProcess::start_as(
+        &server,
+        "landlocked",
+        &["--allow-root", root_arg, "--landlock", "--jobs", "16"],
+    )
+    .await;
+    let attacker = RemoteExecutor::registry(crate::producer(&server).await);
+    let runs = (0..SCOPES_OPENED).map(|n| {
+        let attacker = attacker.clone();
+        async move {
+            let json =
+                json!({"commandType": "BASH_EXEC", "command": "true", "working_dir": root_arg});
+            run(&attacker, &format!("scope-{n}"), json).await.status
+        }
+    });
+    let mut statuses = futures_util::stream::iter(runs).buffer_unordered(16);
+    use futures_util::StreamExt;
+    while let Some(status) = statuses.next().await {
+        assert_eq!(status, ExecutionStatus::Succeeded);
+    }
+    let threads = spawner_threads(worker.pid());
+    assert!(
+        threads <= SPAWNERS_BOUND,
+        "{threads} spawner threads for one producer's {SCOPES_OPENED} scopes"
+    );
+}
