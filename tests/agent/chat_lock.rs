@@ -315,3 +315,51 @@ fn held_elsewhere(path: &str) -> bool {
         .status()
         .is_ok_and(|s| !s.success())
 }
+
+/// An attack on the lock's key (issue 35.2): the lock directory is named after the
+/// database's real path, and a hard link is another real path to the same file. While a
+/// chat holds a conversation, a second chat on the same database through a hard link
+/// takes the conversation's lock in another directory and runs the conversation at the
+/// same time (and SQLite, told two names, keeps two WAL files for one database — its
+/// documented way to corrupt it). Proposed fix: name the lock directory by the file's
+/// identity (device and inode, in a per-user runtime directory), or refuse a database
+/// whose link count is not 1.
+#[tokio::test]
+#[ignore = "hole: a hard link to the database is a second lock directory; a conversation runs twice at once"]
+async fn a_hard_link_to_the_database_does_not_bypass_the_lock() {
+    let world = World::new();
+    let llm = FakeLlm::start(vec![]).await;
+    // A first chat makes the conversation and exits (its WAL checkpointed into the file,
+    // so that the hard link sees it).
+    llm.push([Reply::text("First.")]);
+    let mut first = world.chat(&llm, &[]);
+    first.send("hello").await;
+    first.wait_line("First.").await;
+    let (status, _, stderr) = first.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let store = SqliteStore::open(&world.db()).unwrap();
+    let id = store.conversations(Some("chat")).await.unwrap()[0]
+        .id
+        .clone();
+    drop(store);
+    let cat = format!("cat {}", world.fifo().display());
+    llm.push([Reply::text(&format!("<shell>{cat}</shell>"))]);
+    let mut holder = world.chat(&llm, &["--conversation", &id]);
+    holder.send("wait on the fifo").await;
+    holder.wait_line(&format!("[cmd-1-0] running: {cat}")).await;
+    let alias = world.dir.path().join("data/alias.sqlite3");
+    std::fs::hard_link(world.db(), &alias).unwrap();
+
+    llm.push([Reply::text("Second.")]);
+    let alias_arg = alias.to_str().unwrap();
+    let mut second = Chat::start_with(
+        Some(&llm),
+        &world.dir.path().join("work"),
+        &["--db", alias_arg, "--conversation", &id],
+    );
+    second.send("me too").await;
+    let (status, _, stderr) = second.exit().await;
+    assert!(stderr.contains("RUN_IN_PROGRESS"), "{status}: {stderr}");
+    assert_eq!(llm.request_count(), 2, "the second chat asked the model");
+    drop(holder);
+}
