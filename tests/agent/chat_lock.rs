@@ -227,3 +227,139 @@ async fn a_chat_on_a_conversation_a_server_is_running_is_refused() {
     let (status, _, stderr) = chat.exit().await;
     assert_eq!(status.code(), Some(0), "{stderr}");
 }
+
+/// An attack (issue 35.2): the model of one conversation, from a shell confined by
+/// `--allow-root work --landlock`, takes the lock file of every other conversation on
+/// the database with `flock` (same user; Landlock confines writes, and `flock` needs
+/// only a descriptor opened for reading) and leaves it held by a process of its own
+/// session. Every other conversation is then refused `RUN_IN_PROGRESS` for as long as
+/// that process lives — after the attacking chat is gone. Proposed fix: keep the lock
+/// files where shells cannot open them (Landlock denies the lock directory to shells
+/// when they run confined, `--landlock` grants reads per root, not everywhere), or take
+/// the lock on something a shell cannot name (an abstract socket bound by a process
+/// the sandbox scopes away from the shells).
+#[tokio::test]
+#[ignore = "hole: a model's shell flocks other conversations' lock files and refuses them RUN_IN_PROGRESS"]
+async fn a_models_shell_cannot_hold_another_conversations_lock() {
+    let world = World::new();
+    let llm = FakeLlm::start(vec![]).await;
+    llm.push([Reply::text("First.")]);
+    let mut victim = world.chat(&llm, &[]);
+    victim.send("hello").await;
+    victim.wait_line("First.").await;
+    let (status, _, stderr) = victim.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let store = SqliteStore::open(&world.db()).unwrap();
+    let victim_id = store.conversations(Some("chat")).await.unwrap()[0]
+        .id
+        .clone();
+    drop(store);
+
+    let locks = format!("{}.locks", world.db().display());
+    let pids = world.dir.path().join("work/pids");
+    // Each holder leads a session of its own (setsid), so no process group of the run
+    // ends it; it writes its pid (its group's id) for the test to end it.
+    let attack = format!(
+        "for f in {locks}/*.lock; do setsid sh -c 'echo $$ >> {}; \
+         exec flock -n -o \"$0\" sleep 1000' \"$f\" </dev/null >/dev/null 2>&1 & done",
+        pids.display()
+    );
+    llm.push([
+        Reply::text(&format!("<shell>{attack}</shell>")),
+        Reply::text("Held."),
+    ]);
+    let work = world.dir.path().join("work");
+    let mut attacker = world.chat(
+        &llm,
+        &["--allow-root", work.to_str().unwrap(), "--landlock"],
+    );
+    attacker.send("take them all").await;
+    attacker.wait_line("Held.").await;
+    let (status, _, stderr) = attacker.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let victim_lock = victim_lock_file(&locks, &victim_id);
+    cmdr_test_support::results::eventually(
+        "the victim's lock file held by the shell's flock",
+        || held_elsewhere(&victim_lock),
+    )
+    .await;
+
+    llm.push([Reply::text("Again.")]);
+    let mut again = world.chat(&llm, &["--conversation", &victim_id]);
+    again.send("are you there?").await;
+    let (status, lines, stderr) = again.exit().await;
+    for pid in std::fs::read_to_string(&pids).unwrap_or_default().lines() {
+        let _ = std::process::Command::new("kill")
+            .args(["-s", "KILL", "--", &format!("-{pid}")])
+            .status();
+    }
+    assert!(!stderr.contains("RUN_IN_PROGRESS"), "{stderr}");
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(lines.iter().any(|l| l == "Again."), "{lines:#?}");
+}
+
+/// The lock file of `conversation` in `locks` (the SHA-256 of its id, by `sha256sum`).
+fn victim_lock_file(locks: &str, conversation: &str) -> String {
+    let out = std::process::Command::new("sh")
+        .args(["-c", "printf %s \"$1\" | sha256sum", "sh", conversation])
+        .output()
+        .unwrap();
+    let hex = String::from_utf8_lossy(&out.stdout);
+    format!("{locks}/{}.lock", hex.split_whitespace().next().unwrap())
+}
+
+/// Whether another open file holds `path`'s lock (`flock -n` fails on it).
+fn held_elsewhere(path: &str) -> bool {
+    std::process::Command::new("flock")
+        .args(["-n", path, "true"])
+        .status()
+        .is_ok_and(|s| !s.success())
+}
+
+/// An attack on the lock's key (issue 35.2): the lock directory is named after the
+/// database's real path, and a hard link is another real path to the same file. While a
+/// chat holds a conversation, a second chat on the same database through a hard link
+/// takes the conversation's lock in another directory and runs the conversation at the
+/// same time (and SQLite, told two names, keeps two WAL files for one database — its
+/// documented way to corrupt it). Proposed fix: name the lock directory by the file's
+/// identity (device and inode, in a per-user runtime directory), or refuse a database
+/// whose link count is not 1.
+#[tokio::test]
+#[ignore = "hole: a hard link to the database is a second lock directory; a conversation runs twice at once"]
+async fn a_hard_link_to_the_database_does_not_bypass_the_lock() {
+    let world = World::new();
+    let llm = FakeLlm::start(vec![]).await;
+    // A first chat makes the conversation and exits (its WAL checkpointed into the file,
+    // so that the hard link sees it).
+    llm.push([Reply::text("First.")]);
+    let mut first = world.chat(&llm, &[]);
+    first.send("hello").await;
+    first.wait_line("First.").await;
+    let (status, _, stderr) = first.exit().await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let store = SqliteStore::open(&world.db()).unwrap();
+    let id = store.conversations(Some("chat")).await.unwrap()[0]
+        .id
+        .clone();
+    drop(store);
+    let cat = format!("cat {}", world.fifo().display());
+    llm.push([Reply::text(&format!("<shell>{cat}</shell>"))]);
+    let mut holder = world.chat(&llm, &["--conversation", &id]);
+    holder.send("wait on the fifo").await;
+    holder.wait_line(&format!("[cmd-1-0] running: {cat}")).await;
+    let alias = world.dir.path().join("data/alias.sqlite3");
+    std::fs::hard_link(world.db(), &alias).unwrap();
+
+    llm.push([Reply::text("Second.")]);
+    let alias_arg = alias.to_str().unwrap();
+    let mut second = Chat::start_with(
+        Some(&llm),
+        &world.dir.path().join("work"),
+        &["--db", alias_arg, "--conversation", &id],
+    );
+    second.send("me too").await;
+    let (status, _, stderr) = second.exit().await;
+    assert!(stderr.contains("RUN_IN_PROGRESS"), "{status}: {stderr}");
+    assert_eq!(llm.request_count(), 2, "the second chat asked the model");
+    drop(holder);
+}

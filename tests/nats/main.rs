@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod alive;
+mod attacks;
 mod auth;
 mod bus;
 mod cli;

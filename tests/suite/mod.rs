@@ -9,6 +9,7 @@ mod interrupt;
 mod module_cycles;
 mod odd_files;
 mod process_tree;
+mod scope_spawner;
 // The filter checks the x86-64 system-call ABI.
 #[cfg(target_arch = "x86_64")]
 mod seccomp;
