@@ -55,12 +55,12 @@ const STUBBORN_SCOPES: usize = 5;
 const ENDS_PER_SCOPE: usize = 17;
 
 /// One producer floods the workers' discovery subject (its own, `cmdr.workers.<a>`) with
-/// requests to end its own scopes, each holding a process that ignores SIGTERM: every
-/// 17th end runs inside the worker's one discovery loop and holds it for the whole
-/// grace. Discovery is shared by every producer, so another producer's `PROCESS_LIST`
-/// (or first session command) hears no worker within its 5 s and fails `NO_WORKERS`.
+/// requests to end its own scopes, each holding a process that ignores SIGTERM. Ends
+/// once ran inside the worker's one discovery loop past 16 at once and held it for the
+/// whole grace, so another producer's `PROCESS_LIST` heard no worker within its 5 s and
+/// failed `NO_WORKERS`; now every end waits in a queue of its own and discovery is
+/// answered at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "hole: one producer's END_SCOPE flood stalls the worker's discovery loop for every producer"]
 async fn a_flood_of_scope_ends_by_one_producer_leaves_discovery_answered_for_another() {
     let server = NatsServer::start();
     let _worker = WorkerProcess::start(&server).await;
@@ -277,14 +277,10 @@ async fn no_client_scope_a_producer_names_reaches_another_producers_processes() 
 }
 
 /// A client scope with a line break (a program embedding `Producer`, which takes any
-/// scope name) panics the producer: `async_nats` refuses `\r`/`\n` in a header value
-/// by panicking in `HeaderMap::insert` (`scope_headers`). The front doors cannot make
-/// one today (conversation ids are printable, MCP session ids generated), so this is a
-/// library hole. Proposed fix: `scope_headers` checks the name (printable, bounded) and
-/// the command fails `INVALID_REQUEST` (today: `EXECUTOR_PANICKED`, the panic
-/// caught by the registry).
+/// scope name) once panicked the producer: `async_nats` refuses `\r`/`\n` in a header
+/// value by panicking in `HeaderMap::insert`. The producer now refuses such a scope
+/// (`INVALID_INPUT`) before it builds a header.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "hole: a client scope holding CR/LF panics the producer (async_nats header insert)"]
 async fn a_client_scope_with_a_line_break_is_refused_not_a_panic() {
     let server = NatsServer::start();
     let _worker = WorkerProcess::start(&server).await;

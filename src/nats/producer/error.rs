@@ -10,6 +10,9 @@ pub enum ProducerError {
     /// The id cannot be a subject token.
     #[error("command id '{0}' cannot be used on NATS (no spaces, '.', '*' or '>')")]
     InvalidId(String),
+    /// The client scope cannot travel in a header (a control character, or too long).
+    #[error("scope '{0}' cannot be sent to the workers (control characters, or over {max} bytes)", max = super::MAX_SCOPE_LEN)]
+    InvalidScope(String),
     /// No worker subscribes to the command subject.
     #[error("no cmdr worker is listening on {0}")]
     NoWorkers(String),
@@ -50,6 +53,7 @@ impl ProducerError {
     pub fn code(&self) -> ErrorCode {
         match self {
             ProducerError::InvalidId(_) => ErrorCode::InvalidCommand,
+            ProducerError::InvalidScope(_) => ErrorCode::InvalidInput,
             ProducerError::NoWorkers(_) => ErrorCode::NoWorkers,
             ProducerError::NotAccepted(_) => ErrorCode::NotAccepted,
             ProducerError::Busy(_) => ErrorCode::WorkersBusy,

@@ -216,6 +216,9 @@ impl Producer {
         if !subjects::is_valid_id(&id) {
             return Err(ProducerError::InvalidId(id));
         }
+        if !is_valid_scope(scope) {
+            return Err(ProducerError::InvalidScope(scope.escape_debug().collect()));
+        }
         let scope: Arc<str> = Arc::from(scope);
         match self.route(&command, &scope).await? {
             Route::Pool => self.submit_to_pool(command, id, &scope).await,
@@ -227,6 +230,9 @@ impl Producer {
     /// Ends client scope `scope` on every worker (its processes and sessions there), and
     /// returns once they answered (or none is on the bus). Its sessions are forgotten.
     pub async fn end_scope(&self, scope: &str) -> Result<(), ProducerError> {
+        if !is_valid_scope(scope) {
+            return Err(ProducerError::InvalidScope(scope.escape_debug().collect()));
+        }
         self.inner.sessions.retain(|(s, _), _| &**s != scope);
         discovery::discover(&self.inner.client, &self.inner.id, scope, true).await?;
         Ok(())
@@ -458,8 +464,17 @@ impl Producer {
     }
 }
 
+/// The longest client scope name sent to the workers, in bytes.
+pub const MAX_SCOPE_LEN: usize = 1024;
+
+/// Whether `scope` can travel in a header: bounded, and no control character (a line
+/// break would end the header; `async_nats` refuses one by panicking).
+fn is_valid_scope(scope: &str) -> bool {
+    scope.len() <= MAX_SCOPE_LEN && !scope.chars().any(char::is_control)
+}
+
 /// The headers naming client scope `scope` ([`SCOPE_HEADER`]); none for the producer's
-/// own scope (`""`).
+/// own scope (`""`). `scope` passed [`is_valid_scope`].
 fn scope_headers(scope: &str) -> Option<async_nats::HeaderMap> {
     if scope.is_empty() {
         return None;

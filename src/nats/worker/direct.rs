@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_nats::{Client, Request, RequestErrorKind, Subscriber};
 use futures_util::StreamExt;
-use tokio::sync::Semaphore;
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
@@ -160,7 +160,8 @@ async fn serve_commands(
 /// ([`crate::nats::wire::SCOPE_HEADER`]; only that scope's). A request marked [`END_SCOPE_HEADER`] first ends
 /// that scope here (its processes and sessions), so the answer means "gone".
 async fn answer_discovery(mut requests: Subscriber, client: Client, runner: Runner) {
-    let ending = Arc::new(Semaphore::new(ENDING_AT_ONCE));
+    let (ends, waiting) = mpsc::channel(ENDS_WAITING);
+    let ender = tokio::spawn(end_scopes(waiting, client.clone(), runner.clone()));
     while let Some(request) = requests.next().await {
         let (Some(reply), Some(producer)) = (
             request.reply.clone(),
@@ -170,37 +171,51 @@ async fn answer_discovery(mut requests: Subscriber, client: Client, runner: Runn
         };
         let headers = request.headers.as_ref();
         let scope = crate::scopes::nats_client(producer, client_scope(headers));
-        let ends = headers
+        let end = headers
             .and_then(|h| h.get(END_SCOPE_HEADER))
             .is_some_and(|v| v.as_str() == END_SCOPE_YES);
-        if !ends {
+        if !end {
             answer(&client, reply, &info_of(&runner, &scope)).await;
             continue;
         }
-        // Ending a scope waits for its processes to go: other requests need not wait, but
-        // at most `ENDING_AT_ONCE` ends run aside (past that, this one is waited for).
-        let end = {
-            let (client, runner) = (client.clone(), runner.clone());
-            async move {
-                tracing::debug!(%scope, "ending a scope over the bus");
-                runner.registry.end_scope(&scope).await;
-                answer(&client, reply, &info_of(&runner, &scope)).await;
-            }
-        };
-        match ending.clone().try_acquire_owned() {
-            Ok(permit) => {
-                tokio::spawn(async move {
-                    end.await;
-                    drop(permit);
-                });
-            }
-            Err(_) => end.await,
+        // Ending a scope waits for its processes to go: never here, where every
+        // producer's discovery is answered. Past `ENDS_WAITING` ends waiting, this one is
+        // dropped unanswered (the producer's end gives up on this worker).
+        if ends.try_send((scope, reply)).is_err() {
+            tracing::warn!(%producer, "too many scope ends waiting: one dropped");
         }
+    }
+    ender.abort();
+}
+
+/// Ends the scopes asked for, `ENDING_AT_ONCE` at a time, answering each once it is
+/// gone.
+async fn end_scopes(
+    mut waiting: mpsc::Receiver<(cmdr_executors::Scope, async_nats::Subject)>,
+    client: Client,
+    runner: Runner,
+) {
+    let ending = Arc::new(Semaphore::new(ENDING_AT_ONCE));
+    let tasks = TaskTracker::new();
+    while let Some((scope, reply)) = waiting.recv().await {
+        let Ok(permit) = ending.clone().acquire_owned().await else {
+            return;
+        };
+        let (client, runner) = (client.clone(), runner.clone());
+        tasks.spawn(async move {
+            tracing::debug!(%scope, "ending a scope over the bus");
+            runner.registry.end_scope(&scope).await;
+            answer(&client, reply, &info_of(&runner, &scope)).await;
+            drop(permit);
+        });
     }
 }
 
-/// Scope ends a worker runs aside from its discovery answers at once.
+/// Scope ends a worker runs at once.
 const ENDING_AT_ONCE: usize = 16;
+
+/// Scope ends waiting for one of those places; past them, a request is dropped.
+const ENDS_WAITING: usize = 1024;
 
 /// This worker's discovery answer for `scope`.
 fn info_of(runner: &Runner, scope: &cmdr_executors::Scope) -> WorkerInfo {
