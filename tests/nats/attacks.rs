@@ -137,10 +137,9 @@ fn spawner_threads(pid: i32) -> usize {
 /// spawner thread (its Landlock domain), kept until the scope has been idle for 10
 /// minutes: one producer grows the worker's threads without bound — threads count
 /// against the user's and the cgroup's process limits that every producer's shells
-/// share. Proposed fix: bound the domains a worker keeps per producer (and in all),
-/// ending the least recently used idle one first, or answering `BUSY` past the bound.
+/// share. A registry now keeps at most `MAX_DOMAINS` (64), ending the least recently
+/// used one that nothing holds first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "hole: one producer's distinct Cmdr-Scope values grow a --landlock worker's spawner threads without bound"]
 async fn one_producer_cannot_grow_a_landlock_workers_threads_without_bound() {
     let server = NatsServer::start();
     let root = tempfile::tempdir().unwrap();

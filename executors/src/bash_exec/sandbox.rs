@@ -35,6 +35,10 @@ const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev
 /// a new domain).
 pub const IDLE_DOMAIN: Duration = Duration::from_secs(10 * 60);
 
+/// Domains (a thread each) a registry keeps at most: past it, the least recently used
+/// one nothing holds ends, or the new scope's command is refused.
+pub const MAX_DOMAINS: usize = 64;
+
 /// How often the idle domains are looked for (at a scope's next command).
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
@@ -109,6 +113,9 @@ impl Sandbox {
             entry.used = now;
             return Ok(Arc::clone(&entry.domain));
         }
+        if domains.by_scope.len() >= MAX_DOMAINS {
+            self.make_room(&mut domains)?;
+        }
         let domain = Arc::new(Domain::start(scope, Arc::clone(&self.rules))?);
         let entry = Entry {
             domain: Arc::clone(&domain),
@@ -116,6 +123,28 @@ impl Sandbox {
         };
         domains.by_scope.insert(scope.clone(), entry);
         Ok(domain)
+    }
+
+    /// At [`MAX_DOMAINS`], ends the least recently used domain that nothing holds (no
+    /// command in flight, no process of its scope running), however recently it was
+    /// used; when every domain is held, refuses (`TOO_MANY_PROCESSES`): a client naming a
+    /// new scope per command cannot grow cmdr's threads without bound.
+    fn make_room(&self, domains: &mut Domains) -> Result<(), ExecError> {
+        let free = domains
+            .by_scope
+            .iter()
+            .filter(|(scope, entry)| self.unheld(scope, entry))
+            .min_by_key(|(_, entry)| entry.used)
+            .map(|(scope, _)| scope.clone());
+        match free {
+            Some(scope) => {
+                domains.by_scope.remove(&scope);
+                Ok(())
+            }
+            None => Err(ExecError::TooManyProcesses(format!(
+                "{MAX_DOMAINS} scopes have shells running under Landlock; end one first"
+            ))),
+        }
     }
 
     /// Ends the domain of `scope` (its thread goes once the spawns in flight are done);
@@ -132,8 +161,13 @@ impl Sandbox {
     /// Whether `scope`'s domain may end: idle long enough, no command holding it, and no
     /// background process of the scope running.
     fn idle(&self, scope: &Scope, entry: &Entry, now: Instant) -> bool {
-        now.duration_since(entry.used) >= self.idle
-            && Arc::strong_count(&entry.domain) == 1
+        now.duration_since(entry.used) >= self.idle && self.unheld(scope, entry)
+    }
+
+    /// Whether nothing holds `scope`'s domain: no command holding it, and no background
+    /// process of the scope running.
+    fn unheld(&self, scope: &Scope, entry: &Entry) -> bool {
+        Arc::strong_count(&entry.domain) == 1
             && self
                 .processes
                 .list(scope)
