@@ -3,12 +3,15 @@
 # one Markdown table per bench, the run's context (date, commit, cores, load before and
 # after) and the throughput-vs-concurrency plot. See benches/README.md.
 #
-#   benches/report/run.sh                        # every bench, full sizes (~4 min once built)
+#   benches/report/run.sh                        # every bench, full sizes (~5 min once built)
+#   benches/report/run.sh executors per_command  # the cheap ones (BENCHMARKS.md keeps the rest)
 #   benches/report/run.sh executors agent        # only these benches
 #   CMDR_BENCH_QUICK=1 benches/report/run.sh     # smoke run of the whole pipeline
 #
 # Output: target/bench-report/ ($CMDR_BENCH_REPORT_DIR): <bench>.md (the tables, stdout),
 # <bench>.log (progress, stderr), sweep.csv, meta.md, report.md (everything in one file).
+# A full run then updates the rows of the benches that ran in benches/report/results.tsv
+# and regenerates BENCHMARKS.md from it (benches/report/benchmarks.py).
 # The plot goes to benches/report/throughput-vs-concurrency.png (committed; referenced by
 # BENCHMARKS.md) in a full run, to the output folder in a quick run.
 # Installs what is missing: wrk and nats-server (Debian packages), matplotlib (PyPI),
@@ -22,7 +25,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export CMDR_BENCH_REPORT_DIR=$out
 benches=("$@")
-[ ${#benches[@]} -gt 0 ] || benches=(executors nats agent serve)
+[ ${#benches[@]} -gt 0 ] || benches=(executors per_command nats agent serve)
 quick=${CMDR_BENCH_QUICK:-}
 [ "$quick" = 0 ] && quick=
 mode=full
@@ -116,4 +119,9 @@ fi
   done
 } >"$out/report.md"
 echo "report: $out/report.md" >&2
+
+# --- BENCHMARKS.md: the rows of the benches that ran, from a full run only --------------
+if [ -z "$quick" ]; then
+  python3 benches/report/benchmarks.py "$out" || status=1
+fi
 exit $status
