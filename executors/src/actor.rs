@@ -90,6 +90,13 @@ pub(crate) struct ActorHandle {
     lazy: Arc<LazyActor>,
 }
 
+impl ActorHandle {
+    /// The deadline of a command of this actor that asks for none.
+    pub(crate) fn default_timeout(&self) -> Option<Duration> {
+        self.lazy.actor.config.default_timeout
+    }
+}
+
 /// An actor that starts (its mailbox and its task) with its first command: a one-shot
 /// `cmdr exec` runs one command type of ten, and each mailbox is a first block of 32
 /// envelopes written on creation (BENCHMARKS.md, X3).

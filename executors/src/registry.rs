@@ -438,6 +438,15 @@ impl Registry {
             .collect()
     }
 
+    /// The deadline a command of `command_type` gets when it asks for none (`None`: it
+    /// has none, or the type is not registered).
+    pub fn default_timeout(&self, command_type: CommandType) -> Option<Duration> {
+        self.inner
+            .actors
+            .get(&command_type)
+            .and_then(|actor| actor.default_timeout())
+    }
+
     /// Ids of the commands accepted and not yet finished.
     pub fn in_flight(&self) -> Vec<String> {
         self.inner.runtime.inflight.ids()

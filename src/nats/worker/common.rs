@@ -37,7 +37,8 @@ impl Runner {
     /// [`Runner::run`] of a command already decoded (by the reader that received it).
     pub(super) async fn run_decoded(&self, decoded: Decoded, scoped: &str, reply: Option<&Reply>) {
         if let Some((scope, mut command)) = answer_undecodable(decoded, &self.publisher).await {
-            let stream = match super::timeout_cap::admit(&mut command, self.max_timeout) {
+            let default = self.registry.default_timeout(command.command_type());
+            let stream = match super::timeout_cap::admit(&mut command, self.max_timeout, default) {
                 Some(refused) => ResultStream::from_result(refused),
                 None => start(&self.registry, scope, command).await,
             };

@@ -181,7 +181,8 @@ async fn run_delivery(message: &jetstream::Message, worker: &Worker<'_>) -> Publ
             tracing::warn!("announcing a redelivery: {e}");
         }
     }
-    let stream = match admit(&mut command, worker.max_timeout) {
+    let default = registry.default_timeout(command.command_type());
+    let stream = match admit(&mut command, worker.max_timeout, default) {
         Some(refused) => ResultStream::from_result(refused),
         None => start(registry, scope, command).await,
     };

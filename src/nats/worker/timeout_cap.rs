@@ -10,10 +10,18 @@ use cmdr_executors::{Command, ErrorCode, ExecutionStatus, OutputResult};
 pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
 /// The `FAILED` answer of `command` when its `timeout_ms` is above `cap`; `None` when it
-/// may run, with `cap` as its deadline if it asked for none.
-pub(super) fn admit(command: &mut Command, cap: Duration) -> Option<OutputResult> {
+/// may run. One that asked for none keeps the registry's default deadline for its type
+/// (`BASH_EXEC` 5 min, file commands 60 s) when that is within `cap`, and gets `cap`
+/// otherwise (no default, or a longer one).
+pub(super) fn admit(
+    command: &mut Command,
+    cap: Duration,
+    registry_default: Option<Duration>,
+) -> Option<OutputResult> {
     let Some(asked) = command.requested_timeout() else {
-        command.default_deadline(cap);
+        if registry_default.is_none_or(|default| default > cap) {
+            command.default_deadline(cap);
+        }
         return None;
     };
     if asked <= cap {
@@ -32,4 +40,41 @@ pub(super) fn admit(command: &mut Command, cap: Duration) -> Option<OutputResult
         error_code: Some(ErrorCode::InvalidInput.into()),
         ..Default::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bash(json: &str) -> Command {
+        cmdr_executors::decode_command(json).unwrap()
+    }
+
+    /// A command without a deadline keeps the registry's default when it is within the
+    /// cap (a worker's `BASH_EXEC` still ends at 5 min, not at the one-hour cap), and gets
+    /// the cap when the default is longer or there is none.
+    #[test]
+    fn a_command_without_a_deadline_gets_the_shorter_of_the_default_and_the_cap() {
+        let five_minutes = Some(Duration::from_secs(300));
+        let json = r#"{"commandType":"BASH_EXEC","command":"sleep 1000"}"#;
+        let mut command = bash(json);
+        assert!(admit(&mut command, DEFAULT_MAX_TIMEOUT, five_minutes).is_none());
+        assert_eq!(
+            command.requested_timeout(),
+            None,
+            "the registry's 5 min applies"
+        );
+        let mut command = bash(json);
+        assert!(admit(&mut command, Duration::from_secs(2), five_minutes).is_none());
+        assert_eq!(command.requested_timeout(), Some(Duration::from_secs(2)));
+        let mut command = bash(json);
+        assert!(admit(&mut command, Duration::from_secs(2), None).is_none());
+        assert_eq!(command.requested_timeout(), Some(Duration::from_secs(2)));
+        let mut command = bash(r#"{"commandType":"BASH_EXEC","command":"true","timeout_ms":3000}"#);
+        let refused = admit(&mut command, Duration::from_secs(2), five_minutes);
+        assert_eq!(
+            refused.and_then(|r| r.error_code).as_deref(),
+            Some("INVALID_INPUT")
+        );
+    }
 }
