@@ -132,8 +132,8 @@ impl NatsCluster {
             .collect()
     }
 
-    /// Waits until JetStream answers (the cluster elected a meta leader): false as soon as
-    /// a node has died instead.
+    /// Waits until JetStream answers (the cluster elected a meta leader) and can place a
+    /// stream on all three peers: false as soon as a node has died instead.
     async fn wait_for_jetstream(&mut self) -> bool {
         let urls: Vec<String> = (0..3).map(|i| self.url(i)).collect();
         // Asked often with a short timeout: a request made before the meta leader is
@@ -155,6 +155,35 @@ impl NatsCluster {
                 self.logs()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A meta leader is not yet a formed cluster: until it has heard from every peer,
+        // an R3 stream is refused ("no suitable peers for placement, peer offline").
+        // Ready means one can be placed.
+        let probe = async_nats::jetstream::stream::Config {
+            name: "CMDR_TEST_PLACEMENT".to_owned(),
+            subjects: vec!["cmdr-test-placement.>".to_owned()],
+            num_replicas: 3,
+            storage: async_nats::jetstream::stream::StorageType::Memory,
+            ..Default::default()
+        };
+        loop {
+            match js.create_stream(probe.clone()).await {
+                Ok(_) => {
+                    let _ = js.delete_stream("CMDR_TEST_PLACEMENT").await;
+                    break;
+                }
+                Err(e) => {
+                    if self.a_node_died() {
+                        return false;
+                    }
+                    assert!(
+                        Instant::now() < deadline,
+                        "the cluster never placed a stream on three peers ({e}); the nodes' logs:\n{}",
+                        self.logs()
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
         }
         !self.a_node_died()
     }
