@@ -7,44 +7,18 @@ use std::time::{Duration, Instant};
 use cmdr::nats::producer::{Producer, ACCEPT_TIMEOUT};
 use cmdr::nats::remote::RemoteExecutor;
 use cmdr::nats::wire::{END_SCOPE_HEADER, END_SCOPE_YES, SCOPE_HEADER};
-use cmdr_executors::{decode_command, ExecutionStatus, OutputResult, Registry, Scope};
-use serde_json::{json, Value};
+use cmdr_executors::{decode_command, ExecutionStatus, Registry, Scope};
+use serde_json::json;
 
-use crate::{collect, eventually, NatsServer, WorkerProcess};
-
-/// The terminal result of `json` run in `scope` through `registry`.
-async fn run(registry: &Registry, scope: &str, json: Value) -> OutputResult {
-    let command = decode_command(&json.to_string()).unwrap();
-    let stream = registry
-        .execute_in(Scope::new(scope), command)
-        .await
-        .unwrap();
-    collect(stream).await.last().unwrap().clone()
-}
+use crate::scopes::{run, start_after};
+use crate::{collect, NatsServer, WorkerProcess};
 
 /// Starts, in `scope`, a background process that ignores SIGTERM (so ending its scope
 /// takes the whole grace) and writes its pid to `pid_file`; its pid.
 async fn start_stubborn(registry: &Registry, scope: &str, pid_file: &std::path::Path) -> i32 {
-    let script = format!(
-        "trap '' TERM; echo $$ > {}; exec sleep 1000",
-        pid_file.display()
-    );
-    let started = run(
-        registry,
-        scope,
-        json!({"commandType": "BASH_EXEC", "command": script, "background": true, "yield_ms": 200}),
-    )
-    .await;
-    assert_eq!(started.status, ExecutionStatus::Succeeded, "{started:#?}");
-    eventually("the pid file", || {
-        std::fs::read_to_string(pid_file).is_ok_and(|p| p.ends_with('\n'))
-    })
-    .await;
-    std::fs::read_to_string(pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    start_after(registry, scope, "trap '' TERM; ", pid_file)
+        .await
+        .1
 }
 
 /// Scopes the attacker fills with a stubborn process each.
@@ -200,24 +174,7 @@ async fn start_sleeper(
     scope: &str,
     pid_file: &std::path::Path,
 ) -> (String, i32) {
-    let script = format!("echo $$ > {}; exec sleep 1000", pid_file.display());
-    let started = run(
-        registry,
-        scope,
-        json!({"commandType": "BASH_EXEC", "command": script, "background": true, "yield_ms": 200}),
-    )
-    .await;
-    assert_eq!(started.status, ExecutionStatus::Succeeded, "{started:#?}");
-    eventually("the pid file", || {
-        std::fs::read_to_string(pid_file).is_ok_and(|p| p.ends_with('\n'))
-    })
-    .await;
-    let pid = std::fs::read_to_string(pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    (started.process_id.unwrap(), pid)
+    start_after(registry, scope, "", pid_file).await
 }
 
 /// A defence that holds: a producer naming any client scope it likes — the other

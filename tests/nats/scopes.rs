@@ -13,7 +13,7 @@ use crate::{collect, eventually, NatsServer, WorkerProcess};
 
 /// The terminal result of `json` run in `scope` through `registry`, carrying the data of
 /// the whole stream.
-async fn run(registry: &Registry, scope: &str, json: Value) -> OutputResult {
+pub(crate) async fn run(registry: &Registry, scope: &str, json: Value) -> OutputResult {
     let command = decode_command(&json.to_string()).unwrap();
     let stream = registry
         .execute_in(Scope::new(scope), command)
@@ -28,7 +28,17 @@ async fn run(registry: &Registry, scope: &str, json: Value) -> OutputResult {
 /// Starts, in `scope`, a background process that writes its pid to `pid_file` and
 /// sleeps; its process id and pid.
 async fn start(registry: &Registry, scope: &str, pid_file: &std::path::Path) -> (String, i32) {
-    let script = format!("echo $$ > {}; exec sleep 1000", pid_file.display());
+    start_after(registry, scope, "", pid_file).await
+}
+
+/// [`start`], running `prelude` (e.g. `trap '' TERM; `) first.
+pub(crate) async fn start_after(
+    registry: &Registry,
+    scope: &str,
+    prelude: &str,
+    pid_file: &std::path::Path,
+) -> (String, i32) {
+    let script = format!("{prelude}echo $$ > {}; exec sleep 1000", pid_file.display());
     let started = run(
         registry,
         scope,

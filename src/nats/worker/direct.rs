@@ -196,13 +196,12 @@ async fn end_scopes(
     runner: Runner,
 ) {
     let ending = Arc::new(Semaphore::new(ENDING_AT_ONCE));
-    let tasks = TaskTracker::new();
     while let Some((scope, reply)) = waiting.recv().await {
         let Ok(permit) = ending.clone().acquire_owned().await else {
             return;
         };
         let (client, runner) = (client.clone(), runner.clone());
-        tasks.spawn(async move {
+        tokio::spawn(async move {
             tracing::debug!(%scope, "ending a scope over the bus");
             runner.registry.end_scope(&scope).await;
             answer(&client, reply, &info_of(&runner, &scope)).await;
